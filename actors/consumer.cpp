@@ -1,0 +1,264 @@
+#include "actors/consumer.hpp"
+
+#include "actors/execute.hpp"
+#include "troupe/log.hpp"
+
+#include <deque>
+#include <optional>
+#include <random>
+
+namespace troupe::actors {
+
+namespace {
+
+using namespace std::chrono;
+
+struct slot {
+  executor_actor executor;
+  std::optional<storage::claimed_message> running;
+};
+
+struct consumer_state {
+  static inline const char* name = "troupe.consumer";
+  consumer_settings settings;
+  std::vector<slot> slots;
+  std::deque<storage::claimed_message> ready; // claimed, not started
+  std::int32_t running = 0;
+  std::int32_t claiming = 0; // rows asked for by the claim in flight
+  std::int32_t releasing = 0; // hand-back requests in flight
+  bool stopping = false;
+  std::optional<caf::typed_response_promise<consumer_report>> stop_promise;
+  std::optional<steady_clock::time_point> eta_wake; // earliest scheduled eta wake
+  milliseconds retry_backoff{0};
+  std::int64_t executed = 0;
+  std::int64_t released = 0;
+  std::minstd_rand rng{std::random_device{}()};
+
+  std::int32_t capacity() const { return settings.queue.concurrency + settings.queue.prefetch; }
+  std::int32_t held() const { return running + static_cast<std::int32_t>(ready.size()) + claiming; }
+  std::int32_t free_slots() const { return capacity() - held(); }
+
+  milliseconds jittered(milliseconds base) {
+    auto spread = base.count() / 10;
+    if (spread <= 0)
+      return base;
+    std::uniform_int_distribution<long> d(-spread, spread);
+    return base + milliseconds{d(rng)};
+  }
+
+  consumer_report report() const {
+    return consumer_report{settings.queue.name, executed, released, running};
+  }
+};
+
+using consumer_ptr = consumer_actor::stateful_pointer<consumer_state>;
+
+void dispatch(consumer_ptr self);
+void maybe_claim(consumer_ptr self);
+void release_ready(consumer_ptr self);
+
+void finish_stop_if_idle(consumer_ptr self) {
+  auto& st = self->state;
+  if (!st.stopping || st.running > 0 || st.claiming > 0 || st.releasing > 0 ||
+      !st.ready.empty() || !st.stop_promise)
+    return;
+  st.stop_promise->deliver(st.report());
+  st.stop_promise.reset();
+}
+
+void schedule_wake(consumer_ptr self, milliseconds after) {
+  auto& st = self->state;
+  auto due = steady_clock::now() + after;
+  if (st.eta_wake && *st.eta_wake <= due)
+    return; // an earlier wake is already on its way
+  st.eta_wake = due;
+  self->delayed_send(self, after, eta_atom_v);
+}
+
+void on_claimed(consumer_ptr self, std::int32_t asked, storage::claim_result& res) {
+  auto& st = self->state;
+  st.claiming = 0;
+  st.retry_backoff = milliseconds{0};
+  for (auto& m : res.messages)
+    st.ready.push_back(std::move(m));
+  if (st.stopping) {
+    // The claim was in flight when the stop came: hand these back too.
+    release_ready(self);
+    return;
+  }
+  dispatch(self);
+  if (res.next_eta_ms >= 0)
+    schedule_wake(self, milliseconds{res.next_eta_ms + 1});
+  if (static_cast<std::int32_t>(res.messages.size()) == asked)
+    maybe_claim(self); // a full batch: there is probably more
+}
+
+void maybe_claim(consumer_ptr self) {
+  auto& st = self->state;
+  if (st.stopping || st.claiming > 0)
+    return;
+  auto free = st.free_slots();
+  // Claim when at least half the capacity is free, or when the executors are about to run dry:
+  // batches stay large under load and latency stays low when idle.
+  if (free <= 0 || (free < std::max(1, st.capacity() / 2) && !st.ready.empty()))
+    return;
+  st.claiming = free;
+  self->request(st.settings.storage, seconds(30), claim_atom_v, st.settings.queue.name,
+                st.settings.node_id, free)
+    .then([=](storage::claim_result& res) { on_claimed(self, free, res); },
+          [=](caf::error& err) {
+            auto& s = self->state;
+            s.claiming = 0;
+            s.retry_backoff = std::min(milliseconds{5000}, s.retry_backoff.count() == 0
+                                                             ? milliseconds{100}
+                                                             : s.retry_backoff * 2);
+            log().warn("claim failed queue={} statement=claim_batch error={}; retrying in {}ms",
+                       s.settings.queue.name, describe(err), s.retry_backoff.count());
+            finish_stop_if_idle(self);
+            if (!s.stopping)
+              schedule_wake(self, s.retry_backoff);
+          });
+}
+
+void dispatch(consumer_ptr self) {
+  auto& st = self->state;
+  for (std::size_t i = 0; i < st.slots.size() && !st.ready.empty(); ++i) {
+    auto& s = st.slots[i];
+    if (s.running)
+      continue;
+    s.running = std::move(st.ready.front());
+    st.ready.pop_front();
+    ++st.running;
+    self->send(s.executor, run_atom_v, *s.running);
+  }
+}
+
+void release_ready(consumer_ptr self) {
+  auto& st = self->state;
+  if (st.ready.empty()) {
+    finish_stop_if_idle(self);
+    return;
+  }
+  std::vector<storage::claimed_message> msgs(st.ready.begin(), st.ready.end());
+  st.ready.clear();
+  ++st.releasing;
+  auto count = static_cast<std::int64_t>(msgs.size());
+  self->request(st.settings.storage, seconds(30), release_atom_v, st.settings.node_id, msgs)
+    .then(
+      [=](std::int64_t n) {
+        self->state.released += n;
+        --self->state.releasing;
+        finish_stop_if_idle(self);
+      },
+      [=](caf::error& err) {
+        // Not written: the janitor recovers them once this node is gone.
+        log().warn("could not hand back {} prefetched messages queue={}: {}", count,
+                   self->state.settings.queue.name, describe(err));
+        --self->state.releasing;
+        finish_stop_if_idle(self);
+      });
+}
+
+void replace_executor(consumer_ptr self, std::size_t index, const caf::error& reason) {
+  auto& st = self->state;
+  auto& s = st.slots[index];
+  if (s.running) {
+    log().error("executor crashed queue={} message={} task={} reason={}", st.settings.queue.name,
+                s.running->id, s.running->task, caf::to_string(reason));
+    storage::outcome o;
+    o.id = s.running->id;
+    o.attempt = s.running->attempt;
+    o.state = storage::outcome_state::failed;
+    o.error_json = failure_record("troupe::executor_crashed",
+                                  "the executor running this task died: " + caf::to_string(reason),
+                                  s.running->attempt);
+    self->send(st.settings.batcher, complete_atom_v, std::move(o));
+    s.running.reset();
+    --st.running;
+    ++st.executed;
+  }
+  s.executor = spawn_executor(self, st.settings.registry, st.settings.queue.name,
+                              caf::actor_cast<consumer_actor>(self),
+                              static_cast<std::int32_t>(index));
+}
+
+consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings settings) {
+  auto& st = self->state;
+  st.settings = std::move(settings);
+  auto me = caf::actor_cast<consumer_actor>(self);
+  for (std::int32_t i = 0; i < st.settings.queue.concurrency; ++i)
+    st.slots.push_back(
+      slot{spawn_executor(self, st.settings.registry, st.settings.queue.name, me, i), {}});
+  self->set_exit_handler([=](caf::exit_msg& em) {
+    auto& s = self->state;
+    for (std::size_t i = 0; i < s.slots.size(); ++i) {
+      if (s.slots[i].executor.address() == em.source) {
+        if (!s.stopping)
+          replace_executor(self, i, em.reason);
+        return;
+      }
+    }
+    // From our supervisor (or anyone else): stop, and the executors with us.
+    self->quit(em.reason ? em.reason : caf::error{caf::exit_reason::user_shutdown});
+  });
+  self->set_default_handler([](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+    log().warn("consumer: unexpected message {}", caf::to_string(x.content()));
+    return caf::sec::unexpected_message;
+  });
+  // The first look at the queue, then the jittered poll that backs up notifications.
+  self->send(self, wake_atom_v);
+  self->delayed_send(self, st.jittered(st.settings.queue.poll_interval), poll_atom_v);
+  return {
+    [=](wake_atom) { maybe_claim(self); },
+    [=](executed_atom, std::int32_t index, storage::outcome& out) {
+      auto& s = self->state;
+      auto& sl = s.slots.at(static_cast<std::size_t>(index));
+      if (!sl.running || sl.running->id != out.id)
+        return; // a crashed executor's slot was already settled
+      sl.running.reset();
+      --s.running;
+      ++s.executed;
+      self->send(s.settings.batcher, complete_atom_v, std::move(out));
+      if (s.stopping) {
+        finish_stop_if_idle(self);
+        return;
+      }
+      dispatch(self);
+      maybe_claim(self);
+    },
+    [=](stop_atom) -> caf::typed_response_promise<consumer_report> {
+      auto& s = self->state;
+      auto rp = self->make_response_promise<consumer_report>();
+      if (s.stopping) {
+        rp.deliver(s.report());
+        return rp;
+      }
+      s.stopping = true;
+      s.stop_promise = rp;
+      release_ready(self);
+      return rp;
+    },
+    [=](status_atom) { return self->state.report(); },
+    [=](poll_atom) {
+      auto& s = self->state;
+      if (s.stopping)
+        return;
+      maybe_claim(self);
+      self->delayed_send(self, s.jittered(s.settings.queue.poll_interval), poll_atom_v);
+    },
+    [=](eta_atom) {
+      auto& s = self->state;
+      if (s.eta_wake && *s.eta_wake <= steady_clock::now())
+        s.eta_wake.reset();
+      maybe_claim(self);
+    },
+  };
+}
+
+} // namespace
+
+consumer_actor spawn_consumer(caf::actor_system& sys, consumer_settings settings) {
+  return sys.spawn(consumer_impl, std::move(settings));
+}
+
+} // namespace troupe::actors

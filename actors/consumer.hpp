@@ -1,0 +1,32 @@
+// The consumer of one queue on one node, and the executors it supervises.
+#pragma once
+
+#include "troupe/node_options.hpp"
+#include "troupe/protocol.hpp"
+#include "troupe/task.hpp"
+
+#include <memory>
+
+namespace troupe::actors {
+
+/// What a consumer needs: its queue settings, its node, and where to claim, run and report.
+struct consumer_settings {
+  queue_options queue;
+  std::int32_t node_id = 0;
+  std::shared_ptr<const task_registry> registry;
+  storage_actor storage;
+  batcher_actor batcher;
+};
+
+/// Spawns the consumer of one queue. It claims up to its free slots (concurrency + prefetch
+/// minus what it holds) in one request when woken (notification, jittered poll, due eta), runs
+/// each message on an idle executor, and passes outcomes to the completion batcher. It is its
+/// executors' supervisor: an executor that dies is replaced, and its message is failed as
+/// "executor crashed", never lost.
+consumer_actor spawn_consumer(caf::actor_system& sys, consumer_settings settings);
+
+/// Spawns one executor: a detached actor running task code for `consumer` in slot `slot`.
+executor_actor spawn_executor(caf::local_actor* parent, std::shared_ptr<const task_registry> registry,
+                              std::string queue, consumer_actor consumer, std::int32_t slot);
+
+} // namespace troupe::actors

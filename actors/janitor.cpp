@@ -1,0 +1,72 @@
+#include "actors/janitor.hpp"
+
+#include "troupe/log.hpp"
+
+#include <random>
+
+namespace troupe::actors {
+
+namespace {
+
+using namespace std::chrono;
+
+struct janitor_state {
+  static inline const char* name = "troupe.janitor";
+  janitor_settings settings;
+  std::minstd_rand rng{std::random_device{}()};
+
+  milliseconds next_delay() {
+    auto base = settings.interval.count();
+    std::uniform_int_distribution<long> d(-base / 10, base / 10);
+    return milliseconds{base + d(rng)};
+  }
+};
+
+using janitor_ptr = janitor_actor::stateful_pointer<janitor_state>;
+
+void report(janitor_ptr self, const storage::reap_report& r) {
+  if (r.dead_nodes > 0 || r.recovered > 0)
+    log().info("janitor: {} dead node(s) removed, {} message(s) put back in their queues",
+               r.dead_nodes, r.recovered);
+  for (const auto& q : r.queues)
+    self->send(self->state.settings.node, wake_atom_v, q);
+}
+
+} // namespace
+
+janitor_actor spawn_janitor(caf::actor_system& sys, janitor_settings settings) {
+  return sys.spawn([settings = std::move(settings)](
+                     janitor_ptr self) mutable -> janitor_actor::behavior_type {
+    self->state.settings = std::move(settings);
+    self->set_default_handler(
+      [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+        log().warn("janitor: unexpected message {}", caf::to_string(x.content()));
+        return caf::sec::unexpected_message;
+      });
+    self->send(self, poll_atom_v);
+    return {
+      [=](poll_atom) {
+        self->request(self->state.settings.storage, seconds(30), reap_atom_v)
+          .then([=](const storage::reap_report& r) { report(self, r); },
+                [=](caf::error& err) {
+                  log().warn("janitor pass failed statement=reap_dead_nodes error={}",
+                             describe(err));
+                });
+        self->delayed_send(self, self->state.next_delay(), poll_atom_v);
+      },
+      [=](reap_atom) -> caf::typed_response_promise<storage::reap_report> {
+        auto rp = self->make_response_promise<storage::reap_report>();
+        self->request(self->state.settings.storage, seconds(30), reap_atom_v)
+          .then(
+            [=](const storage::reap_report& r) mutable {
+              report(self, r);
+              rp.deliver(r);
+            },
+            [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        return rp;
+      },
+    };
+  });
+}
+
+} // namespace troupe::actors

@@ -1,0 +1,20 @@
+// The janitor: finds dead nodes (liveness lock free) and puts their running messages back.
+#pragma once
+
+#include "troupe/protocol.hpp"
+
+#include <chrono>
+
+namespace troupe::actors {
+
+struct janitor_settings {
+  storage_actor storage;
+  /// Told `(wake_atom, queue)` for every queue that got messages back.
+  node_actor node;
+  std::chrono::milliseconds interval{2000};
+};
+
+/// Spawns the janitor. Its first pass runs at once, then every interval (jittered by 10 %).
+janitor_actor spawn_janitor(caf::actor_system& sys, janitor_settings settings);
+
+} // namespace troupe::actors

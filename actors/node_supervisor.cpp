@@ -1,0 +1,346 @@
+#include "actors/node_supervisor.hpp"
+
+#include "actors/completion_batcher.hpp"
+#include "actors/consumer.hpp"
+#include "actors/janitor.hpp"
+#include "actors/notify_listener.hpp"
+#include "actors/storage_actor.hpp"
+#include "troupe/log.hpp"
+
+#include <unistd.h>
+
+#include <deque>
+#include <map>
+#include <optional>
+
+namespace troupe::actors {
+
+namespace {
+
+using namespace std::chrono;
+
+struct supervisor_state {
+  static inline const char* name = "troupe.node_supervisor";
+  node_options options;
+  std::shared_ptr<const task_registry> tasks;
+  storage::statement_set_ptr statements;
+  storage::node_identity identity;
+  std::int32_t node_id = 0;
+
+  storage_actor storage;
+  caf::actor listener;
+  batcher_actor batcher;
+  janitor_actor janitor;
+  std::map<std::string, consumer_actor> consumers;
+  std::map<caf::actor_addr, std::deque<steady_clock::time_point>> restarts;
+
+  bool stopping = false;
+  std::optional<caf::typed_response_promise<node_report>> stop_promise;
+  std::size_t consumers_pending = 0;
+  node_report final_report;
+
+  const queue_options& queue(const std::string& name) const {
+    for (const auto& q : options.queues)
+      if (q.name == name)
+        return q;
+    throw error(errc::bug, "no queue " + name);
+  }
+};
+
+using supervisor_ptr = node_actor::stateful_pointer<supervisor_state>;
+
+storage_settings storage_config(const supervisor_state& st) {
+  return storage_settings{st.options.dsn, st.statements, "troupe-node",
+                          defaults::reconnect_backoff_max};
+}
+
+void spawn_listener(supervisor_ptr self) {
+  auto& st = self->state;
+  listener_settings ls{st.options.dsn, st.statements, st.identity,
+                       caf::actor_cast<node_actor>(self), st.node_id,
+                       defaults::reconnect_backoff_max};
+  st.listener = spawn_notify_listener(self->system(), std::move(ls));
+  self->monitor(st.listener);
+}
+
+consumer_actor spawn_queue_consumer(supervisor_ptr self, const queue_options& q) {
+  auto& st = self->state;
+  consumer_settings cs{q, st.node_id, st.tasks, st.storage, st.batcher};
+  auto c = spawn_consumer(self->system(), std::move(cs));
+  self->monitor(c);
+  return c;
+}
+
+void start_workers(supervisor_ptr self) {
+  auto& st = self->state;
+  st.batcher = spawn_completion_batcher(
+    self->system(), batcher_settings{st.node_id, st.storage, st.options.completion_flush_interval,
+                                     st.options.completion_batch_size});
+  self->monitor(st.batcher);
+  for (const auto& q : st.options.queues)
+    st.consumers.emplace(q.name, spawn_queue_consumer(self, q));
+  st.janitor = spawn_janitor(self->system(), janitor_settings{st.storage,
+                                                              caf::actor_cast<node_actor>(self),
+                                                              st.options.janitor_interval});
+  self->monitor(st.janitor);
+  log().info("node started node={} name={} queues={}", st.node_id, st.identity.name,
+             fmt::join(st.identity.queues, ","));
+}
+
+// Ends every child; the listener deregisters the node on the way out.
+void shut_down_children(supervisor_ptr self, const caf::error& reason) {
+  auto& st = self->state;
+  for (auto& [name, c] : st.consumers)
+    self->send_exit(c, reason);
+  if (st.janitor)
+    self->send_exit(st.janitor, reason);
+  if (st.batcher)
+    self->send_exit(st.batcher, reason);
+  if (st.listener)
+    self->send_exit(st.listener, reason);
+  if (st.storage)
+    self->send_exit(st.storage, reason);
+}
+
+void finish_stop(supervisor_ptr self) {
+  auto& st = self->state;
+  auto done = [=] {
+    auto& s = self->state;
+    shut_down_children(self, caf::exit_reason::user_shutdown);
+    s.final_report.node_id = s.node_id;
+    log().info("node stopped node={} executed={} released={} abandoned={}", s.node_id,
+               s.final_report.executed, s.final_report.released, s.final_report.abandoned);
+    if (s.stop_promise)
+      s.stop_promise->deliver(s.final_report);
+    self->quit();
+  };
+  if (!st.batcher) {
+    done();
+    return;
+  }
+  self->request(st.batcher, seconds(30), flush_atom_v)
+    .then([=](std::int64_t) { done(); },
+          [=](caf::error& err) {
+            log().error("final flush of completions failed node={}: {}", self->state.node_id,
+                        describe(err));
+            done();
+          });
+}
+
+void consumer_stopped(supervisor_ptr self) {
+  auto& st = self->state;
+  if (--st.consumers_pending == 0)
+    finish_stop(self);
+}
+
+void begin_stop(supervisor_ptr self) {
+  auto& st = self->state;
+  st.stopping = true;
+  log().info("node stopping node={}: no new claims, {}ms for running tasks", st.node_id,
+             st.options.shutdown_grace.count());
+  if (st.consumers.empty()) {
+    finish_stop(self);
+    return;
+  }
+  st.consumers_pending = st.consumers.size();
+  for (auto& [name, c] : st.consumers) {
+    auto consumer = c;
+    self->request(consumer, st.options.shutdown_grace, stop_atom_v)
+      .then(
+        [=](const consumer_report& r) {
+          auto& s = self->state;
+          s.final_report.executed += r.executed;
+          s.final_report.released += r.released;
+          consumer_stopped(self);
+        },
+        [=](caf::error&) {
+          // The grace period ran out: count what is still running, and go on without it.
+          self->request(consumer, seconds(5), status_atom_v)
+            .then(
+              [=](const consumer_report& r) {
+                auto& s = self->state;
+                log().warn("{} task(s) of queue {} still running after the shutdown grace; "
+                           "abandoning them",
+                           r.running, r.queue);
+                s.final_report.executed += r.executed;
+                s.final_report.released += r.released;
+                s.final_report.abandoned += r.running;
+                consumer_stopped(self);
+              },
+              [=](caf::error&) { consumer_stopped(self); });
+        });
+  }
+}
+
+bool allow_restart(supervisor_ptr self, const caf::actor_addr& who) {
+  auto& times = self->state.restarts[who];
+  auto now = steady_clock::now();
+  while (!times.empty() && now - times.front() > restart_window)
+    times.pop_front();
+  times.push_back(now);
+  return static_cast<int>(times.size()) <= max_restarts;
+}
+
+void escalate(supervisor_ptr self, const std::string& what, const caf::error& reason) {
+  log().critical("{} died ({}); the node stops so that live nodes recover its messages", what,
+                 caf::to_string(reason));
+  shut_down_children(self, caf::exit_reason::user_shutdown);
+  if (self->state.stop_promise)
+    self->state.stop_promise->deliver(make_caf_error(errc::bug, what + " died"));
+  self->quit(make_caf_error(errc::bug, what + " died: " + caf::to_string(reason)));
+}
+
+void on_child_down(supervisor_ptr self, caf::down_msg& dm) {
+  auto& st = self->state;
+  if (st.stopping)
+    return;
+  if (dm.source == st.listener.address()) {
+    if (!allow_restart(self, dm.source)) {
+      escalate(self, "the notify listener (restarted too often)", dm.reason);
+      return;
+    }
+    log().error("notify listener died ({}); restarting it", caf::to_string(dm.reason));
+    auto old = dm.source;
+    spawn_listener(self);
+    st.restarts[st.listener.address()] = std::move(st.restarts[old]);
+    st.restarts.erase(old);
+    return;
+  }
+  for (auto& [name, c] : st.consumers) {
+    if (dm.source != c.address())
+      continue;
+    if (!allow_restart(self, dm.source)) {
+      escalate(self, "the consumer of queue " + name + " (restarted too often)", dm.reason);
+      return;
+    }
+    log().error("consumer died queue={} reason={}; recovering its messages and restarting it",
+                name, caf::to_string(dm.reason));
+    auto queue_name = name;
+    auto old = dm.source;
+    // What the dead consumer held is put back first, so the new one can claim it.
+    self->request(st.storage, seconds(30), reap_atom_v, st.node_id, queue_name)
+      .then([=](std::int64_t n) { log().info("{} message(s) of {} put back", n, queue_name); },
+            [=](caf::error& err) {
+              log().warn("could not put back messages of {}: {}", queue_name, describe(err));
+            });
+    c = spawn_queue_consumer(self, st.queue(queue_name));
+    st.restarts[c.address()] = std::move(st.restarts[old]);
+    st.restarts.erase(old);
+    return;
+  }
+  if (dm.source == st.batcher.address())
+    escalate(self, "the completion batcher", dm.reason);
+  else if (dm.source == st.janitor.address())
+    escalate(self, "the janitor", dm.reason);
+  else if (dm.source == st.storage.address())
+    escalate(self, "the storage router", dm.reason);
+}
+
+node_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options options,
+                                          std::shared_ptr<const task_registry> tasks) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  st.tasks = std::move(tasks);
+  st.statements = storage::make_statement_set(st.options.area);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  st.identity.host = host;
+  st.identity.pid = static_cast<std::int32_t>(::getpid());
+  st.identity.name = st.options.name.empty()
+                       ? st.identity.host + ":" + std::to_string(st.identity.pid)
+                       : st.options.name;
+  for (const auto& q : st.options.queues)
+    st.identity.queues.push_back(q.name);
+  st.storage = spawn_storage_router(self->system(), storage_config(st),
+                                    st.options.storage_connections);
+  self->monitor(st.storage);
+  spawn_listener(self);
+  self->set_down_handler([=](caf::down_msg& dm) { on_child_down(self, dm); });
+  self->set_exit_handler([=](caf::exit_msg& em) {
+    shut_down_children(self, em.reason);
+    self->quit(em.reason);
+  });
+  self->set_default_handler(
+    [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+      log().warn("node supervisor: unexpected message {}", caf::to_string(x.content()));
+      return caf::sec::unexpected_message;
+    });
+  return {
+    [=](registered_atom, std::int32_t id) {
+      auto& s = self->state;
+      if (s.node_id != 0)
+        return;
+      s.node_id = id;
+      if (s.stopping)
+        finish_stop(self);
+      else
+        start_workers(self);
+    },
+    [=](wake_atom, const std::string& queue) {
+      auto& s = self->state;
+      if (s.stopping)
+        return;
+      if (queue.empty()) {
+        for (auto& [name, c] : s.consumers)
+          self->send(c, wake_atom_v);
+        return;
+      }
+      auto i = s.consumers.find(queue);
+      if (i != s.consumers.end())
+        self->send(i->second, wake_atom_v);
+    },
+    [=](status_atom) {
+      auto r = self->state.final_report;
+      r.node_id = self->state.node_id;
+      return r;
+    },
+    [=](stop_atom) -> caf::typed_response_promise<node_report> {
+      auto rp = self->make_response_promise<node_report>();
+      auto& s = self->state;
+      if (s.stopping) {
+        rp.deliver(make_caf_error(errc::shutting_down, "the node is already stopping"));
+        return rp;
+      }
+      s.stop_promise = rp;
+      if (s.node_id == 0) {
+        // Not registered yet: nothing was claimed.
+        s.stopping = true;
+        finish_stop(self);
+        return rp;
+      }
+      begin_stop(self);
+      return rp;
+    },
+  };
+}
+
+} // namespace
+
+node_actor spawn_node_supervisor(caf::actor_system& sys, node_options options,
+                                 std::shared_ptr<const task_registry> tasks) {
+  validate(options);
+  return sys.spawn(supervisor_impl, std::move(options), std::move(tasks));
+}
+
+} // namespace troupe::actors
+
+namespace troupe {
+
+node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
+                             std::shared_ptr<const task_registry> tasks) {
+  return actors::spawn_node_supervisor(sys, std::move(options), std::move(tasks));
+}
+
+storage_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn,
+                                 const area& where, int connections) {
+  actors::storage_settings s{dsn, storage::make_statement_set(where), "troupe-producer",
+                             defaults::reconnect_backoff_max};
+  return actors::spawn_storage_router(sys, std::move(s), connections);
+}
+
+storage::new_message to_new_message(const message& m) {
+  return storage::new_message{m.id,       m.queue,    m.task,     m.args_json, m.options_json,
+                              m.priority, m.delay_ms, m.timestamp_ms};
+}
+
+} // namespace troupe

@@ -1,0 +1,210 @@
+#include "actors/storage_actor.hpp"
+
+#include "storage/connection.hpp"
+#include "storage/queries.hpp"
+#include "troupe/log.hpp"
+
+#include <optional>
+
+namespace troupe {
+
+caf::error make_caf_error(errc code, std::string text) {
+  return caf::error{static_cast<std::uint8_t>(code), caf::atom("troupe"),
+                    caf::make_message(std::move(text))};
+}
+
+std::string describe(const caf::error& err) {
+  if (err.category() == caf::atom("troupe")) {
+    std::string text;
+    if (err.context().match_elements<std::string>())
+      text = err.context().get_as<std::string>(0);
+    return std::string(to_string(static_cast<errc>(err.code()))) + ": " + text;
+  }
+  return caf::to_string(err);
+}
+
+} // namespace troupe
+
+namespace troupe::actors {
+
+namespace {
+
+struct storage_state {
+  static inline const char* name = "troupe.storage";
+  storage_settings settings;
+  std::optional<storage::connection> conn;
+  std::chrono::steady_clock::time_point next_attempt{};
+  std::chrono::milliseconds backoff{0};
+
+  storage::connection& connection() {
+    if (conn && conn->ok())
+      return *conn;
+    conn.reset();
+    auto now = std::chrono::steady_clock::now();
+    if (now < next_attempt)
+      throw error(errc::connection_lost, "database unavailable; next connection attempt in " +
+                                           std::to_string(std::chrono::duration_cast<
+                                                            std::chrono::milliseconds>(
+                                                            next_attempt - now)
+                                                            .count()) +
+                                           "ms");
+    try {
+      conn.emplace(storage::connection::open(settings.dsn, settings.application_name));
+      if (backoff.count() > 0)
+        log().info("storage connection restored");
+      backoff = std::chrono::milliseconds{0};
+      return *conn;
+    } catch (const error&) {
+      backoff = std::min(settings.reconnect_backoff_max,
+                         backoff.count() == 0 ? std::chrono::milliseconds{100} : backoff * 2);
+      next_attempt = std::chrono::steady_clock::now() + backoff;
+      throw;
+    }
+  }
+
+  // Runs one storage call and turns a Troupe error into a CAF error reply; a lost connection
+  // is dropped here so the next request reconnects.
+  template <class F>
+  auto guarded(F&& f) -> caf::result<decltype(f(std::declval<storage::connection&>()))> {
+    try {
+      return f(connection());
+    } catch (const error& e) {
+      if (e.code() == errc::connection_lost) {
+        conn.reset();
+        if (next_attempt < std::chrono::steady_clock::now())
+          next_attempt = std::chrono::steady_clock::now();
+      }
+      log().warn("storage request failed: {}", e.what());
+      return make_caf_error(e.code(), e.what());
+    } catch (const std::exception& e) {
+      log().error("storage request failed unexpectedly: {}", e.what());
+      return make_caf_error(errc::bug, e.what());
+    }
+  }
+};
+
+storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storage_state> self,
+                                          storage_settings settings) {
+  self->state.settings = std::move(settings);
+  self->set_default_handler([=](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+    log().warn("storage actor: unexpected message {}", caf::to_string(x.content()));
+    return caf::sec::unexpected_message;
+  });
+  auto& st = self->state;
+  const auto& stmts = *st.settings.statements;
+  return {
+    [=, &st, &stmts](claim_atom, const std::string& queue, std::int32_t node,
+                     std::int32_t limit) -> caf::result<storage::claim_result> {
+      return st.guarded(
+        [&](storage::connection& c) { return storage::claim_batch(c, stmts, queue, node, limit); });
+    },
+    [=, &st, &stmts](complete_atom, std::int32_t node,
+                     const std::vector<storage::outcome>& outcomes) -> caf::result<std::int64_t> {
+      return st.guarded([&](storage::connection& c) {
+        return storage::complete_batch(c, stmts, node, outcomes);
+      });
+    },
+    [=, &st, &stmts](release_atom, std::int32_t node,
+                     const std::vector<storage::claimed_message>& msgs)
+      -> caf::result<std::int64_t> {
+      return st.guarded(
+        [&](storage::connection& c) { return storage::release_claimed(c, stmts, node, msgs); });
+    },
+    [=, &st, &stmts](enqueue_atom,
+                     const std::vector<storage::new_message>& batch) -> caf::result<std::int64_t> {
+      return st.guarded([&](storage::connection& c) {
+        storage::enqueue_messages(c, stmts, batch);
+        return static_cast<std::int64_t>(batch.size());
+      });
+    },
+    [=, &st, &stmts](reap_atom) -> caf::result<storage::reap_report> {
+      return st.guarded([&](storage::connection& c) { return storage::reap_dead_nodes(c, stmts); });
+    },
+    [=, &st, &stmts](reap_atom, std::int32_t node,
+                     const std::string& queue) -> caf::result<std::int64_t> {
+      return st.guarded([&](storage::connection& c) {
+        return storage::recover_node_queue(c, stmts, node, queue);
+      });
+    },
+    [=, &st, &stmts](stats_atom,
+                     const std::string& queue) -> caf::result<std::vector<storage::queue_stats>> {
+      return st.guarded([&](storage::connection& c) {
+        return storage::queue_statistics(c, stmts, queue.empty() ? nullptr : &queue);
+      });
+    },
+  };
+}
+
+struct router_state {
+  static inline const char* name = "troupe.storage_router";
+  storage_settings settings;
+  std::vector<storage_actor> members;
+  std::size_t next = 0;
+
+  storage_actor& pick() {
+    next = (next + 1) % members.size();
+    return members[next];
+  }
+};
+
+storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_state> self,
+                                         storage_settings settings, int size) {
+  auto& st = self->state;
+  st.settings = std::move(settings);
+  for (int i = 0; i < size; ++i) {
+    auto member = spawn_storage_actor(self->system(), st.settings);
+    self->monitor(member);
+    st.members.push_back(member);
+  }
+  // A storage actor only dies from a bug (errors become replies); replace it. Requests that
+  // were queued in its mailbox fail with request_receiver_down and their callers retry.
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& members = self->state.members;
+    for (auto& m : members) {
+      if (m.address() == dm.source) {
+        log().error("storage actor died ({}); starting a new one", caf::to_string(dm.reason));
+        m = spawn_storage_actor(self->system(), self->state.settings);
+        self->monitor(m);
+      }
+    }
+  });
+  // Stopping the router stops its pool.
+  self->set_exit_handler([=](caf::exit_msg& em) {
+    for (auto& m : self->state.members)
+      self->send_exit(m, em.reason ? em.reason : caf::exit_reason::user_shutdown);
+    self->state.members.clear();
+    self->quit(em.reason);
+  });
+  self->set_default_handler(caf::print_and_drop);
+  return {
+    [=](claim_atom a, std::string& q, std::int32_t n, std::int32_t l) {
+      return self->delegate(self->state.pick(), a, std::move(q), n, l);
+    },
+    [=](complete_atom a, std::int32_t n, std::vector<storage::outcome>& o) {
+      return self->delegate(self->state.pick(), a, n, std::move(o));
+    },
+    [=](release_atom a, std::int32_t n, std::vector<storage::claimed_message>& m) {
+      return self->delegate(self->state.pick(), a, n, std::move(m));
+    },
+    [=](enqueue_atom a, std::vector<storage::new_message>& b) {
+      return self->delegate(self->state.pick(), a, std::move(b));
+    },
+    [=](reap_atom a) { return self->delegate(self->state.pick(), a); },
+    [=](reap_atom a, std::int32_t n, std::string& q) {
+      return self->delegate(self->state.pick(), a, n, std::move(q));
+    },
+    [=](stats_atom a, std::string& q) { return self->delegate(self->state.pick(), a, std::move(q)); },
+  };
+}
+
+} // namespace
+
+storage_actor spawn_storage_actor(caf::actor_system& sys, storage_settings settings) {
+  return sys.spawn<caf::detached>(storage_impl, std::move(settings));
+}
+
+storage_actor spawn_storage_router(caf::actor_system& sys, storage_settings settings, int size) {
+  return sys.spawn(router_impl, std::move(settings), size);
+}
+
+} // namespace troupe::actors

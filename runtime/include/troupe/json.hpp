@@ -1,0 +1,86 @@
+// Task arguments and results as plain JSON, through cereal: arguments are one JSON array
+// (`[2, "x", [1, 2]]`), a result is one JSON value. Rows stay readable in psql, and any language
+// can publish a message by writing such an array.
+#pragma once
+
+#include "troupe/error.hpp"
+
+#include <cereal/archives/json.hpp>
+#include <cereal/types/map.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+namespace troupe {
+
+namespace detail {
+
+inline std::string strip_newlines(std::string s) {
+  std::erase(s, '\n');
+  return s;
+}
+
+} // namespace detail
+
+/// Encodes `xs` as one JSON array.
+template <class... Ts>
+std::string encode_args(const Ts&... xs) {
+  if constexpr (sizeof...(Ts) == 0) {
+    return "[]";
+  } else {
+    std::ostringstream os;
+    {
+      cereal::JSONOutputArchive ar(os, cereal::JSONOutputArchive::Options::NoIndent());
+      ar(cereal::make_size_tag(static_cast<cereal::size_type>(sizeof...(Ts))));
+      ar(xs...);
+    }
+    return detail::strip_newlines(os.str());
+  }
+}
+
+/// Decodes a JSON array into a tuple of `Ts`. Throws troupe::error(decode_failed) naming the
+/// input when it is not an array of exactly that many values of those types.
+template <class... Ts>
+std::tuple<Ts...> decode_args(std::string_view json) {
+  std::tuple<Ts...> out;
+  try {
+    std::istringstream is{std::string(json)};
+    cereal::JSONInputArchive ar(is);
+    cereal::size_type n = 0;
+    ar(cereal::make_size_tag(n));
+    if (n != sizeof...(Ts))
+      throw error(errc::decode_failed, "arguments " + std::string(json) + ": expected " +
+                                         std::to_string(sizeof...(Ts)) + " values, got " +
+                                         std::to_string(n));
+    std::apply([&](auto&... xs) { (ar(xs), ...); }, out);
+  } catch (const error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw error(errc::decode_failed,
+                "arguments " + std::string(json) + " do not decode into the task's "
+                  + std::to_string(sizeof...(Ts)) + " parameter types: " + e.what());
+  }
+  return out;
+}
+
+/// Encodes one value as JSON (a result).
+template <class T>
+std::string encode_value(const T& x) {
+  auto arr = encode_args(x);
+  return arr.substr(1, arr.size() - 2);
+}
+
+/// Decodes one JSON value (a result). Throws troupe::error(decode_failed).
+template <class T>
+T decode_value(std::string_view json) {
+  return std::get<0>(decode_args<T>("[" + std::string(json) + "]"));
+}
+
+/// `text` as a JSON string literal, quotes and control characters escaped.
+std::string json_quote(std::string_view text);
+
+} // namespace troupe

@@ -1,0 +1,58 @@
+// The message envelope: one call of a named task with its arguments, addressed to a queue.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace troupe {
+
+/// A message as a producer builds it and as Troupe stores it. The id is a UUID (time-ordered,
+/// version 7) fixed at construction, like the timestamp; both stay the same across retries.
+struct message {
+  std::string id;
+  std::string queue = "default";
+  std::string task;
+  /// Positional arguments, one JSON array.
+  std::string args_json = "[]";
+  /// Open options map, one JSON object.
+  std::string options_json = "{}";
+  /// Lower runs first, across the whole queue.
+  std::int32_t priority = 0;
+  /// Earliest start, relative to the enqueue (measured by PostgreSQL's clock).
+  std::int64_t delay_ms = 0;
+  /// Unix time in milliseconds of construction.
+  std::int64_t timestamp_ms = 0;
+
+  /// This message with a delay.
+  message with_delay(std::chrono::milliseconds d) const {
+    auto copy = *this;
+    copy.delay_ms = d.count();
+    return copy;
+  }
+  /// This message with a priority.
+  message with_priority(std::int32_t p) const {
+    auto copy = *this;
+    copy.priority = p;
+    return copy;
+  }
+  /// This message on another queue.
+  message on_queue(std::string q) const {
+    auto copy = *this;
+    copy.queue = std::move(q);
+    return copy;
+  }
+};
+
+/// A new message for `task` on `queue` with already-encoded arguments: a fresh id and timestamp.
+/// Throws troupe::error(invalid_argument) for an invalid queue name or an empty task name.
+message make_message(std::string queue, std::string task, std::string args_json);
+
+/// A fresh time-ordered UUID (version 7) in canonical lower-case text.
+std::string new_message_id();
+
+/// Whether `text` is a UUID in any accepted spelling; `canonical` receives the lower-case,
+/// hyphenated form.
+bool parse_uuid(std::string_view text, std::string& canonical);
+
+} // namespace troupe

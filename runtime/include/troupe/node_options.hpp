@@ -1,0 +1,60 @@
+// The settings of one worker node, as the config loader produces them and as an application
+// embedding a node passes them. Defaults are the named constants below, in one place.
+#pragma once
+
+#include "troupe/area.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+namespace defaults {
+inline constexpr std::int32_t concurrency = 8;
+inline constexpr std::int32_t prefetch = 16;
+inline constexpr std::chrono::milliseconds poll_interval{1000};
+inline constexpr std::int32_t storage_connections = 2;
+inline constexpr std::chrono::milliseconds shutdown_grace{30000};
+inline constexpr std::chrono::milliseconds janitor_interval{2000};
+inline constexpr std::chrono::milliseconds completion_flush_interval{2};
+inline constexpr std::int32_t completion_batch_size = 500;
+inline constexpr std::chrono::milliseconds reconnect_backoff_max{5000};
+} // namespace defaults
+
+/// How one queue is consumed on this node.
+struct queue_options {
+  std::string name = "default";
+  /// Tasks of this queue running at once (one executor thread each).
+  std::int32_t concurrency = defaults::concurrency;
+  /// Claimed messages held ready beyond the running ones.
+  std::int32_t prefetch = defaults::prefetch;
+  /// The claim poll that backs up notifications (jittered by up to 10 %).
+  std::chrono::milliseconds poll_interval = defaults::poll_interval;
+};
+
+/// Everything a worker node needs besides its tasks.
+struct node_options {
+  /// libpq connection string or URI; empty means libpq's PG* environment variables.
+  std::string dsn;
+  troupe::area area;
+  /// The node's name in the nodes registry and the logs (default: host:pid).
+  std::string name;
+  std::vector<queue_options> queues;
+  /// Storage actors (one connection each) behind the router, besides the listener's.
+  std::int32_t storage_connections = defaults::storage_connections;
+  /// How long running tasks may finish after a stop is asked for.
+  std::chrono::milliseconds shutdown_grace = defaults::shutdown_grace;
+  /// How often the janitor looks for dead nodes (jittered by up to 10 %).
+  std::chrono::milliseconds janitor_interval = defaults::janitor_interval;
+  /// The completion batcher writes when this much time passed since the first unwritten outcome,
+  /// or when it holds `completion_batch_size` outcomes.
+  std::chrono::milliseconds completion_flush_interval = defaults::completion_flush_interval;
+  std::int32_t completion_batch_size = defaults::completion_batch_size;
+};
+
+/// Throws troupe::error(invalid_argument) naming the first setting that breaks a rule.
+void validate(const node_options& options);
+
+} // namespace troupe

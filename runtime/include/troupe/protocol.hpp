@@ -1,0 +1,170 @@
+// The typed interfaces of every actor of a worker node, their atoms, and the inspect functions
+// of the values they exchange. Read this to know what an actor accepts without reading how it
+// works. Includes CAF: include it only where actors are spawned or addressed.
+#pragma once
+
+#include "storage/records.hpp"
+#include "troupe/error.hpp"
+
+#include <caf/all.hpp>
+#include <caf/type_id.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
+CAF_ADD_ATOM(troupe, troupe::atoms, claim_atom, "claim")
+CAF_ADD_ATOM(troupe, troupe::atoms, complete_atom, "complete")
+CAF_ADD_ATOM(troupe, troupe::atoms, release_atom, "release")
+CAF_ADD_ATOM(troupe, troupe::atoms, enqueue_atom, "enqueue")
+CAF_ADD_ATOM(troupe, troupe::atoms, reap_atom, "reap")
+CAF_ADD_ATOM(troupe, troupe::atoms, stats_atom, "stats")
+CAF_ADD_ATOM(troupe, troupe::atoms, wake_atom, "wake")
+CAF_ADD_ATOM(troupe, troupe::atoms, run_atom, "run")
+CAF_ADD_ATOM(troupe, troupe::atoms, executed_atom, "executed")
+CAF_ADD_ATOM(troupe, troupe::atoms, flush_atom, "flush")
+CAF_ADD_ATOM(troupe, troupe::atoms, stop_atom, "stop")
+CAF_ADD_ATOM(troupe, troupe::atoms, status_atom, "status")
+CAF_ADD_ATOM(troupe, troupe::atoms, registered_atom, "registered")
+CAF_ADD_ATOM(troupe, troupe::atoms, poll_atom, "poll")
+CAF_ADD_ATOM(troupe, troupe::atoms, eta_atom, "eta")
+CAF_END_TYPE_ID_BLOCK(troupe)
+
+namespace troupe::storage {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, new_message& x) {
+  return f(caf::meta::type_name("new_message"), x.id, x.queue, x.task, x.args_json,
+           x.options_json, x.priority, x.delay_ms, x.timestamp_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, claimed_message& x) {
+  return f(caf::meta::type_name("claimed_message"), x.id, x.task, x.args_json, x.options_json,
+           x.attempt, x.priority, x.enqueued_at_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, outcome& x) {
+  return f(caf::meta::type_name("outcome"), x.id, x.attempt, x.state, x.result_json,
+           x.error_json, x.retry_delay_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, claim_result& x) {
+  return f(caf::meta::type_name("claim_result"), x.messages, x.next_eta_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, queue_stats& x) {
+  return f(caf::meta::type_name("queue_stats"), x.queue, x.queued, x.running, x.done, x.failed,
+           x.cancelled, x.ready, x.scheduled, x.oldest_ready_seconds);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reap_report& x) {
+  return f(caf::meta::type_name("reap_report"), x.dead_nodes, x.recovered, x.queues);
+}
+
+} // namespace troupe::storage
+
+namespace troupe {
+
+using namespace troupe::atoms;
+
+/// A node's account of itself (status requests, and the reply to a stop).
+struct node_report {
+  std::int32_t node_id = 0;
+  /// Attempts finished by this node's executors since it started.
+  std::int64_t executed = 0;
+  /// Messages handed back to the queue unstarted at shutdown.
+  std::int64_t released = 0;
+  /// Tasks still running when the shutdown grace ran out.
+  std::int64_t abandoned = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_report& x) {
+  return f(caf::meta::type_name("node_report"), x.node_id, x.executed, x.released, x.abandoned);
+}
+
+/// A consumer's counters.
+struct consumer_report {
+  std::string queue;
+  std::int64_t executed = 0;
+  std::int64_t released = 0;
+  std::int64_t running = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, consumer_report& x) {
+  return f(caf::meta::type_name("consumer_report"), x.queue, x.executed, x.released, x.running);
+}
+
+/// Serializes every database access of one connection (a detached actor owning one PGconn);
+/// the storage router offers the same interface over a pool of them.
+using storage_actor = caf::typed_actor<
+  // claim up to `limit` messages of `queue` for node `node_id`
+  caf::replies_to<claim_atom, std::string, std::int32_t, std::int32_t>::with<storage::claim_result>,
+  // write outcomes of node `node_id`; replies with how many were still owned and got written
+  caf::replies_to<complete_atom, std::int32_t, std::vector<storage::outcome>>::with<std::int64_t>,
+  // put unstarted claimed messages back; replies with how many
+  caf::replies_to<release_atom, std::int32_t, std::vector<storage::claimed_message>>::with<
+    std::int64_t>,
+  // publish messages in one statement; replies with how many
+  caf::replies_to<enqueue_atom, std::vector<storage::new_message>>::with<std::int64_t>,
+  // recover the messages of dead nodes
+  caf::replies_to<reap_atom>::with<storage::reap_report>,
+  // recover what node `node_id` holds of `queue` (its consumer was restarted)
+  caf::replies_to<reap_atom, std::int32_t, std::string>::with<std::int64_t>,
+  // statistics of one queue, or of all when the name is empty
+  caf::replies_to<stats_atom, std::string>::with<std::vector<storage::queue_stats>>>;
+
+/// Runs task code for one consumer; blocking is allowed (a detached actor, one thread each).
+/// Reports `(executed_atom, slot, outcome)` back to its consumer.
+using executor_actor = caf::typed_actor<caf::reacts_to<run_atom, storage::claimed_message>>;
+
+/// Claims and dispatches the messages of one queue on this node; the only owner of its
+/// in-flight set.
+using consumer_actor = caf::typed_actor<
+  // a hint that the queue may hold ready messages (notification, poll, recovery)
+  caf::reacts_to<wake_atom>,
+  // an executor finished an attempt
+  caf::reacts_to<executed_atom, std::int32_t, storage::outcome>,
+  // stop claiming, hand back prefetched messages, reply once nothing runs
+  caf::replies_to<stop_atom>::with<consumer_report>,
+  caf::replies_to<status_atom>::with<consumer_report>,
+  // its own timers: the jittered poll, and the wake at the next delayed message's eta
+  caf::reacts_to<poll_atom>, caf::reacts_to<eta_atom>>;
+
+/// Collects outcomes and writes them in one statement per flush.
+using batcher_actor = caf::typed_actor<
+  caf::reacts_to<complete_atom, storage::outcome>,
+  // write everything held now; replies once nothing is left unwritten
+  caf::replies_to<flush_atom>::with<std::int64_t>,
+  // its own timer: the flush interval, or the backoff after a failed write
+  caf::reacts_to<poll_atom>>;
+
+/// Looks for dead nodes on a jittered timer and recovers their messages; `reap_atom` runs a
+/// pass now and replies with what it found (tests trigger it deterministically this way).
+using janitor_actor = caf::typed_actor<caf::reacts_to<poll_atom>,
+                                       caf::replies_to<reap_atom>::with<storage::reap_report>>;
+
+/// The root of one worker node: owns, monitors and restarts every other actor of the node.
+using node_actor = caf::typed_actor<
+  // graceful stop: stop claiming, finish or abandon running tasks within the grace period,
+  // flush outcomes, deregister; replies once the node is down
+  caf::replies_to<stop_atom>::with<node_report>,
+  caf::replies_to<status_atom>::with<node_report>,
+  // a hint for one queue ("" = every queue), from the listener or the janitor
+  caf::reacts_to<wake_atom, std::string>,
+  // the listener registered the node
+  caf::reacts_to<registered_atom, std::int32_t>>;
+
+/// Turns a Troupe error code and text into a CAF error (category "troupe").
+caf::error make_caf_error(errc code, std::string text);
+/// The Troupe error held by a CAF error, for logs: "<code>: <text>".
+std::string describe(const caf::error& err);
+
+} // namespace troupe

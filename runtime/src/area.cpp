@@ -1,0 +1,110 @@
+#include "troupe/area.hpp"
+
+#include "troupe/error.hpp"
+
+#include <fmt/format.h>
+
+namespace troupe {
+
+namespace {
+
+bool is_lower_alpha(char c) { return c >= 'a' && c <= 'z'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+bool is_identifier(std::string_view s) {
+  if (s.empty() || !(is_lower_alpha(s[0]) || s[0] == '_'))
+    return false;
+  for (char c : s)
+    if (!(is_lower_alpha(c) || is_digit(c) || c == '_'))
+      return false;
+  return true;
+}
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string area_key(const area& a) {
+  std::string key = a.schema;
+  key.push_back('\0');
+  key += a.prefix;
+  key.push_back('\0');
+  return key;
+}
+
+} // namespace
+
+bool is_valid_queue_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > max_queue_name_length)
+    return false;
+  if (!(is_lower_alpha(name[0]) || name[0] == '_'))
+    return false;
+  for (char c : name)
+    if (!(is_lower_alpha(c) || is_digit(c) || c == '_' || c == '.' || c == '-'))
+      return false;
+  return true;
+}
+
+void validate_queue_name(std::string_view name) {
+  if (!is_valid_queue_name(name))
+    throw error(errc::invalid_argument,
+                fmt::format("invalid queue name \"{}\": a queue name must start with a lower-case "
+                            "letter or underscore, hold only lower-case letters, digits, '.', "
+                            "'-' and '_', and be at most {} characters long",
+                            name, max_queue_name_length));
+}
+
+void validate_schema(std::string_view schema) {
+  if (!is_identifier(schema) || schema.size() > max_schema_length)
+    throw error(errc::invalid_argument,
+                fmt::format("invalid schema name \"{}\": a schema name must start with a "
+                            "lower-case letter or underscore, hold only lower-case letters, "
+                            "digits and '_', and be 1 to {} characters long",
+                            schema, max_schema_length));
+}
+
+void validate_prefix(std::string_view prefix) {
+  if (!prefix.empty() && (!is_identifier(prefix) || prefix.size() > max_prefix_length))
+    throw error(errc::invalid_argument,
+                fmt::format("invalid table prefix \"{}\": a prefix is empty or starts with a "
+                            "lower-case letter or underscore, holds only lower-case letters, "
+                            "digits and '_', and is at most {} characters long",
+                            prefix, max_prefix_length));
+}
+
+void validate_area(const area& a) {
+  validate_schema(a.schema);
+  validate_prefix(a.prefix);
+}
+
+std::string quote_identifier(std::string_view name) {
+  std::string out;
+  out.reserve(name.size() + 2);
+  out.push_back('"');
+  for (char c : name) {
+    if (c == '"')
+      out.push_back('"');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+std::string wake_channel(const area& a) {
+  auto plain = fmt::format("{}.{}wake", a.schema, a.prefix);
+  if (plain.size() <= 63)
+    return plain;
+  return fmt::format("troupe.{:016x}", fnv1a(area_key(a)));
+}
+
+std::int32_t node_lock_class(const area& a) {
+  auto h = fnv1a(area_key(a) + "nodes");
+  return static_cast<std::int32_t>((h ^ (h >> 32)) & 0x7fffffff);
+}
+
+} // namespace troupe

@@ -1,0 +1,97 @@
+#include "troupe/message.hpp"
+
+#include "troupe/area.hpp"
+#include "troupe/error.hpp"
+
+#include <array>
+#include <chrono>
+#include <random>
+
+namespace troupe {
+
+namespace {
+
+std::int64_t unix_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+constexpr char hex_digits[] = "0123456789abcdef";
+
+} // namespace
+
+std::string new_message_id() {
+  // 48 bits of Unix milliseconds, a 12-bit counter that keeps ids of one thread ordered within a
+  // millisecond, and 62 random bits: ids sort by creation time, so the primary key grows at its
+  // right edge instead of splitting random pages.
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  thread_local std::int64_t last_ms = 0;
+  thread_local std::uint16_t counter = 0;
+  auto ms = unix_ms();
+  if (ms <= last_ms) {
+    if (++counter > 0x0fff) {
+      ++last_ms;
+      counter = 0;
+    }
+    ms = last_ms;
+  } else {
+    last_ms = ms;
+    counter = static_cast<std::uint16_t>(rng() & 0x01ff);
+  }
+  std::array<unsigned char, 16> b{};
+  for (int i = 0; i < 6; ++i)
+    b[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(ms) >> (40 - 8 * i));
+  b[6] = static_cast<unsigned char>(0x70 | (counter >> 8));
+  b[7] = static_cast<unsigned char>(counter & 0xff);
+  auto r = rng();
+  for (int i = 8; i < 16; ++i)
+    b[i] = static_cast<unsigned char>(r >> (8 * (i - 8)));
+  b[8] = static_cast<unsigned char>(0x80 | (b[8] & 0x3f));
+  std::string out;
+  out.reserve(36);
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10)
+      out.push_back('-');
+    out.push_back(hex_digits[b[i] >> 4]);
+    out.push_back(hex_digits[b[i] & 0x0f]);
+  }
+  return out;
+}
+
+bool parse_uuid(std::string_view text, std::string& canonical) {
+  if (text.size() == 38 && text.front() == '{' && text.back() == '}')
+    text = text.substr(1, 36);
+  std::string digits;
+  for (char c : text) {
+    if (c == '-')
+      continue;
+    char l = (c >= 'A' && c <= 'F') ? static_cast<char>(c - 'A' + 'a') : c;
+    if (!((l >= '0' && l <= '9') || (l >= 'a' && l <= 'f')))
+      return false;
+    digits.push_back(l);
+  }
+  if (digits.size() != 32 || (text.size() != 32 && text.size() != 36))
+    return false;
+  canonical.clear();
+  for (std::size_t i = 0; i < 32; ++i) {
+    if (i == 8 || i == 12 || i == 16 || i == 20)
+      canonical.push_back('-');
+    canonical.push_back(digits[i]);
+  }
+  return true;
+}
+
+message make_message(std::string queue, std::string task, std::string args_json) {
+  validate_queue_name(queue);
+  if (task.empty())
+    throw error(errc::invalid_argument, "a message needs a task name");
+  message m;
+  m.id = new_message_id();
+  m.queue = std::move(queue);
+  m.task = std::move(task);
+  m.args_json = std::move(args_json);
+  m.timestamp_ms = unix_ms();
+  return m;
+}
+
+} // namespace troupe

@@ -1,0 +1,34 @@
+#include "troupe/task.hpp"
+
+#include "troupe/area.hpp"
+#include "troupe/error.hpp"
+
+#include <algorithm>
+
+namespace troupe {
+
+void task_registry::add(task_entry entry) {
+  if (entry.name.empty())
+    throw error(errc::invalid_argument, "a task needs a name");
+  validate_queue_name(entry.queue);
+  if (by_name_.contains(entry.name))
+    throw error(errc::invalid_argument, "task \"" + entry.name + "\" is already defined");
+  auto name = entry.name;
+  by_name_.emplace(std::move(name), std::make_shared<task_entry>(std::move(entry)));
+}
+
+const task_entry* task_registry::find(std::string_view name) const {
+  auto i = by_name_.find(std::string(name));
+  return i == by_name_.end() ? nullptr : i->second.get();
+}
+
+std::vector<std::string> task_registry::queues() const {
+  std::vector<std::string> out;
+  for (const auto& [name, entry] : by_name_)
+    out.push_back(entry->queue);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+} // namespace troupe

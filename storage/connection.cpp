@@ -1,0 +1,282 @@
+#include "storage/connection.hpp"
+
+#include "troupe/error.hpp"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include <charconv>
+#include <cstdlib>
+
+// libpq's PGconn and PGresult are the structs pg_conn and pg_result that connection.hpp
+// forward-declares, so no cast is needed between the two spellings.
+
+namespace troupe::storage {
+
+namespace {
+
+PGconn* raw(pg_conn* c) { return c; }
+PGresult* raw(pg_result* r) { return r; }
+pg_result* wrap(PGresult* r) { return r; }
+
+errc classify(std::string_view sqlstate, bool connection_bad) {
+  if (connection_bad || sqlstate.starts_with("08") || sqlstate == "57P01" ||
+      sqlstate == "57P02" || sqlstate == "57P03")
+    return errc::connection_lost;
+  if (sqlstate == "40001" || sqlstate == "40P01" || sqlstate == "55P03" || sqlstate == "57014" ||
+      sqlstate == "53300")
+    return errc::retryable;
+  if (sqlstate.starts_with("23"))
+    return errc::constraint_violated;
+  if (sqlstate == "25P01" || sqlstate == "25P02")
+    return errc::not_in_transaction;
+  return errc::bug;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+} // namespace
+
+void result::deleter::operator()(pg_result* r) const noexcept { PQclear(raw(r)); }
+
+int result::rows() const noexcept { return res_ ? PQntuples(raw(res_.get())) : 0; }
+
+bool result::is_null(int row, int col) const noexcept {
+  return PQgetisnull(raw(res_.get()), row, col) != 0;
+}
+
+std::string_view result::text(int row, int col) const noexcept {
+  auto* r = raw(res_.get());
+  return {PQgetvalue(r, row, col), static_cast<std::size_t>(PQgetlength(r, row, col))};
+}
+
+std::int64_t result::int64(int row, int col) const {
+  auto t = text(row, col);
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc{} || p != t.data() + t.size())
+    throw error(errc::bug, fmt::format("expected an integer in column {}, got \"{}\"", col, t));
+  return v;
+}
+
+double result::float8(int row, int col) const {
+  return std::strtod(std::string(text(row, col)).c_str(), nullptr);
+}
+
+std::int64_t result::affected() const {
+  const char* n = PQcmdTuples(raw(res_.get()));
+  return (n && *n) ? std::atoll(n) : 0;
+}
+
+namespace {
+
+void append_array_item(std::string& out, std::string_view item) {
+  out.push_back('"');
+  for (char c : item) {
+    if (c == '"' || c == '\\')
+      out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('"');
+}
+
+} // namespace
+
+std::string array_literal(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i)
+      out.push_back(',');
+    append_array_item(out, items[i]);
+  }
+  out.push_back('}');
+  return out;
+}
+
+std::string array_literal(const std::vector<std::optional<std::string>>& items) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i)
+      out.push_back(',');
+    if (items[i])
+      append_array_item(out, *items[i]);
+    else
+      out += "NULL";
+  }
+  out.push_back('}');
+  return out;
+}
+
+std::vector<std::string> parse_array_literal(std::string_view text) {
+  std::vector<std::string> out;
+  if (text.size() < 2 || text.front() != '{' || text.back() != '}')
+    return out;
+  text = text.substr(1, text.size() - 2);
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::string item;
+    if (text[i] == '"') {
+      ++i;
+      while (i < text.size() && text[i] != '"') {
+        if (text[i] == '\\' && i + 1 < text.size())
+          ++i;
+        item.push_back(text[i++]);
+      }
+      ++i; // closing quote
+    } else {
+      while (i < text.size() && text[i] != ',')
+        item.push_back(text[i++]);
+    }
+    out.push_back(std::move(item));
+    if (i < text.size() && text[i] == ',')
+      ++i;
+  }
+  return out;
+}
+
+std::string redact_dsn(std::string_view dsn) {
+  std::string s(dsn);
+  // URI form: scheme://user:password@host
+  if (auto scheme = s.find("://"); scheme != std::string::npos) {
+    auto at = s.find('@', scheme + 3);
+    auto colon = s.find(':', scheme + 3);
+    if (at != std::string::npos && colon != std::string::npos && colon < at)
+      s.replace(colon + 1, at - colon - 1, "***");
+    if (auto q = s.find("password=", scheme); q != std::string::npos) {
+      auto end = s.find('&', q);
+      s.replace(q + 9, (end == std::string::npos ? s.size() : end) - q - 9, "***");
+    }
+    return s;
+  }
+  // key=value form: password=secret or password='sec ret'
+  for (std::size_t pos = s.find("password"); pos != std::string::npos;
+       pos = s.find("password", pos + 1)) {
+    auto eq = s.find_first_not_of(' ', pos + 8);
+    if (eq == std::string::npos || s[eq] != '=')
+      continue;
+    auto start = s.find_first_not_of(' ', eq + 1);
+    if (start == std::string::npos)
+      break;
+    std::size_t end = start;
+    if (s[start] == '\'') {
+      end = start + 1;
+      while (end < s.size() && s[end] != '\'') {
+        if (s[end] == '\\')
+          ++end;
+        ++end;
+      }
+      end = std::min(end + 1, s.size());
+    } else {
+      end = s.find(' ', start);
+      if (end == std::string::npos)
+        end = s.size();
+    }
+    s.replace(start, end - start, "***");
+  }
+  return s;
+}
+
+void connection::deleter::operator()(pg_conn* c) const noexcept { PQfinish(raw(c)); }
+
+connection::connection(pg_conn* conn) : conn_(conn) {}
+connection::connection(connection&&) noexcept = default;
+connection& connection::operator=(connection&&) noexcept = default;
+connection::~connection() = default;
+
+connection connection::open(const std::string& dsn, std::string_view application_name) {
+  const char* keys[] = {"dbname", "application_name", "fallback_application_name", nullptr};
+  std::string app(application_name);
+  const char* values[] = {dsn.c_str(), app.c_str(), "troupe", nullptr};
+  PGconn* c = PQconnectdbParams(keys, values, 1);
+  if (c == nullptr)
+    throw error(errc::connection_lost, "cannot allocate a PostgreSQL connection");
+  if (PQstatus(c) != CONNECTION_OK) {
+    auto msg = trim(PQerrorMessage(c));
+    PQfinish(c);
+    throw error(errc::connection_lost,
+                fmt::format("cannot connect to PostgreSQL ({}): {}", redact_dsn(dsn), msg));
+  }
+  connection out(c);
+  // Custom plans always: a generic plan built while a table is empty can stay on a bad join.
+  out.exec("SET plan_cache_mode = force_custom_plan", "session_setup");
+  return out;
+}
+
+bool connection::ok() const noexcept {
+  return conn_ && PQstatus(raw(conn_.get())) == CONNECTION_OK;
+}
+
+int connection::backend_pid() const noexcept { return PQbackendPID(raw(conn_.get())); }
+
+void throw_error(pg_conn* conn, pg_result* res, std::string_view label) {
+  std::string sqlstate;
+  std::string msg;
+  if (res) {
+    if (const char* s = PQresultErrorField(raw(res), PG_DIAG_SQLSTATE))
+      sqlstate = s;
+    msg = trim(PQresultErrorMessage(raw(res)));
+  }
+  if (msg.empty() && conn)
+    msg = trim(PQerrorMessage(raw(conn)));
+  bool bad = conn == nullptr || PQstatus(raw(conn)) != CONNECTION_OK;
+  auto code = classify(sqlstate, bad);
+  throw error(code,
+              fmt::format("{} failed{}: {}", label,
+                          sqlstate.empty() ? std::string() : " [" + sqlstate + "]", msg),
+              sqlstate);
+}
+
+namespace {
+
+result check(pg_conn* conn, PGresult* r, std::string_view label) {
+  result out(wrap(r));
+  auto status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
+    throw_error(conn, wrap(r), label);
+  return out;
+}
+
+struct param_arrays {
+  std::vector<const char*> values;
+  explicit param_arrays(const params& ps) {
+    values.reserve(ps.size());
+    for (const auto& p : ps)
+      values.push_back(p ? p->c_str() : nullptr);
+  }
+};
+
+} // namespace
+
+result connection::exec(std::string_view sql, std::string_view label) {
+  std::string text(sql);
+  return check(conn_.get(), PQexec(raw(conn_.get()), text.c_str()), label);
+}
+
+result connection::exec_params(std::string_view sql, const params& values,
+                               std::string_view label) {
+  std::string text(sql);
+  param_arrays pa(values);
+  return check(conn_.get(),
+               PQexecParams(raw(conn_.get()), text.c_str(), static_cast<int>(values.size()),
+                            nullptr, pa.values.data(), nullptr, nullptr, 0),
+               label);
+}
+
+result connection::run(const statement& st, const params& values) {
+  if (!prepared_.contains(st.name)) {
+    check(conn_.get(), PQprepare(raw(conn_.get()), st.name.c_str(), st.text.c_str(), 0, nullptr),
+          st.name);
+    prepared_.insert(st.name);
+  }
+  param_arrays pa(values);
+  return check(conn_.get(),
+               PQexecPrepared(raw(conn_.get()), st.name.c_str(), static_cast<int>(values.size()),
+                              pa.values.data(), nullptr, nullptr, 0),
+               st.name);
+}
+
+} // namespace troupe::storage

@@ -1,0 +1,91 @@
+#include "storage/migrations.hpp"
+
+#include "storage/embedded_sql.hpp"
+#include "troupe/error.hpp"
+
+#include <fmt/format.h>
+
+namespace troupe::storage {
+
+namespace {
+
+std::string versions_table_name(const area& a) {
+  return quote_identifier(a.schema) + "." + quote_identifier(a.prefix + "versions");
+}
+
+std::string quote_literal(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out.push_back('\'');
+    out.push_back(c);
+  }
+  out.push_back('\'');
+  return out;
+}
+
+} // namespace
+
+int latest_migration() {
+  const auto& all = embedded::migrations();
+  return all.empty() ? 0 : all.back().number;
+}
+
+int current_version(connection& conn, const statement_set& stmts) {
+  auto exists = conn.run(stmts.get("area_exists"), {versions_table_name(stmts.where())});
+  if (exists.is_null(0, 0))
+    return 0;
+  auto res = conn.run(stmts.get("applied_versions"), {});
+  return res.rows() == 0 ? 0 : static_cast<int>(res.int64(res.rows() - 1, 0));
+}
+
+std::vector<int> migrate(connection& conn, const statement_set& stmts) {
+  std::vector<int> applied;
+  for (const auto& m : embedded::migrations()) {
+    conn.exec("BEGIN", "migrate");
+    try {
+      conn.run(stmts.get("migration_lock"), {});
+      conn.exec(fmt::format("CREATE SCHEMA IF NOT EXISTS {}", quote_identifier(stmts.where().schema)),
+                "create_schema");
+      conn.run(stmts.get("create_versions_table"), {});
+      auto done = conn.run(stmts.get("applied_versions"), {});
+      bool present = false;
+      for (int r = 0; r < done.rows(); ++r)
+        present = present || done.int64(r, 0) == m.number;
+      if (!present) {
+        conn.exec(render_sql(m.text, stmts.where()), fmt::format("migration_{:03}", m.number));
+        conn.run(stmts.get("record_version"), {std::to_string(m.number), std::string(m.name)});
+        applied.push_back(m.number);
+      }
+      conn.exec("COMMIT", "migrate");
+    } catch (...) {
+      if (conn.ok())
+        conn.exec("ROLLBACK", "migrate");
+      throw;
+    }
+  }
+  return applied;
+}
+
+std::string migration_script(const area& a, int from_version) {
+  validate_area(a);
+  std::string out = fmt::format("-- Troupe migrations {}..{} for schema {}, table prefix \"{}\"\n",
+                                from_version + 1, latest_migration(), a.schema, a.prefix);
+  out += "BEGIN;\n";
+  out += fmt::format("CREATE SCHEMA IF NOT EXISTS {};\n", quote_identifier(a.schema));
+  for (const auto& st : embedded::statements())
+    if (st.name == "create_versions_table")
+      out += render_sql(st.text, a) + ";\n";
+  for (const auto& m : embedded::migrations()) {
+    if (m.number <= from_version)
+      continue;
+    out += fmt::format("\n-- migration {:03}_{}\n", m.number, m.name);
+    out += render_sql(m.text, a);
+    out += fmt::format("INSERT INTO {} (version, name) VALUES ({}, {}) ON CONFLICT DO NOTHING;\n",
+                       versions_table_name(a), m.number, quote_literal(m.name));
+  }
+  out += "COMMIT;\n";
+  return out;
+}
+
+} // namespace troupe::storage

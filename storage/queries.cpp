@@ -1,0 +1,186 @@
+#include "storage/queries.hpp"
+
+#include "troupe/area.hpp"
+
+#include <string>
+
+namespace troupe::storage {
+
+const char* to_sql(outcome_state s) noexcept {
+  switch (s) {
+    case outcome_state::done:
+      return "done";
+    case outcome_state::failed:
+      return "failed";
+    case outcome_state::retry:
+      return "queued";
+    case outcome_state::cancelled:
+      return "cancelled";
+  }
+  return "failed";
+}
+
+namespace {
+
+std::optional<std::string> nullable(const std::string& s) {
+  if (s.empty())
+    return std::nullopt;
+  return s;
+}
+
+template <class T, class F>
+std::string column(const std::vector<T>& rows, F&& get) {
+  std::vector<std::string> items;
+  items.reserve(rows.size());
+  for (const auto& r : rows)
+    items.push_back(get(r));
+  return array_literal(items);
+}
+
+template <class T, class F>
+std::string nullable_column(const std::vector<T>& rows, F&& get) {
+  std::vector<std::optional<std::string>> items;
+  items.reserve(rows.size());
+  for (const auto& r : rows)
+    items.push_back(nullable(get(r)));
+  return array_literal(items);
+}
+
+} // namespace
+
+void enqueue_messages(connection& conn, const statement_set& stmts,
+                      const std::vector<new_message>& batch) {
+  if (batch.empty())
+    return;
+  params p{
+    column(batch, [](const new_message& m) { return m.id; }),
+    column(batch, [](const new_message& m) { return m.queue; }),
+    column(batch, [](const new_message& m) { return m.task; }),
+    column(batch, [](const new_message& m) { return m.args_json; }),
+    column(batch, [](const new_message& m) { return m.options_json; }),
+    column(batch, [](const new_message& m) { return std::to_string(m.priority); }),
+    column(batch, [](const new_message& m) { return std::to_string(m.delay_ms); }),
+    column(batch, [](const new_message& m) { return std::to_string(m.timestamp_ms); }),
+    wake_channel(stmts.where()),
+  };
+  conn.run(stmts.get("enqueue_messages"), p);
+}
+
+claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,
+                         std::int32_t node_id, std::int32_t limit) {
+  claim_result out;
+  auto res = conn.run(stmts.get("claim_batch"),
+                      {queue, std::to_string(node_id), std::to_string(limit)});
+  out.messages.reserve(res.rows());
+  for (int r = 0; r < res.rows(); ++r) {
+    claimed_message m;
+    m.id = res.text(r, 0);
+    m.task = res.text(r, 1);
+    m.args_json = res.text(r, 2);
+    m.options_json = res.text(r, 3);
+    m.attempt = static_cast<std::int32_t>(res.int64(r, 4));
+    m.priority = static_cast<std::int32_t>(res.int64(r, 5));
+    m.enqueued_at_ms = res.int64(r, 6);
+    out.messages.push_back(std::move(m));
+  }
+  if (res.rows() < limit) {
+    auto eta = conn.run(stmts.get("next_eta"), {queue});
+    if (eta.rows() > 0 && !eta.is_null(0, 0))
+      out.next_eta_ms = std::max<std::int64_t>(0, eta.int64(0, 0));
+  }
+  return out;
+}
+
+std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                            const std::vector<outcome>& outcomes) {
+  if (outcomes.empty())
+    return 0;
+  params p{
+    std::to_string(node_id),
+    column(outcomes, [](const outcome& o) { return o.id; }),
+    column(outcomes, [](const outcome& o) { return std::to_string(o.attempt); }),
+    column(outcomes, [](const outcome& o) { return std::string(to_sql(o.state)); }),
+    nullable_column(outcomes, [](const outcome& o) { return o.result_json; }),
+    nullable_column(outcomes, [](const outcome& o) { return o.error_json; }),
+    column(outcomes, [](const outcome& o) { return std::to_string(o.retry_delay_ms); }),
+  };
+  return conn.run(stmts.get("complete_batch"), p).rows();
+}
+
+std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                             const std::vector<claimed_message>& messages) {
+  if (messages.empty())
+    return 0;
+  params p{
+    std::to_string(node_id),
+    column(messages, [](const claimed_message& m) { return m.id; }),
+    column(messages, [](const claimed_message& m) { return std::to_string(m.attempt); }),
+  };
+  return conn.run(stmts.get("release_claimed"), p).affected();
+}
+
+std::vector<queue_stats> queue_statistics(connection& conn, const statement_set& stmts,
+                                          const std::string* only_queue) {
+  params p{only_queue ? std::optional<std::string>(*only_queue) : std::nullopt};
+  auto res = conn.run(stmts.get("queue_stats"), p);
+  std::vector<queue_stats> out;
+  for (int r = 0; r < res.rows(); ++r) {
+    queue_stats s;
+    s.queue = res.text(r, 0);
+    s.queued = res.int64(r, 1);
+    s.running = res.int64(r, 2);
+    s.done = res.int64(r, 3);
+    s.failed = res.int64(r, 4);
+    s.cancelled = res.int64(r, 5);
+    s.ready = res.int64(r, 6);
+    s.scheduled = res.int64(r, 7);
+    s.oldest_ready_seconds = res.float8(r, 8);
+    out.push_back(std::move(s));
+  }
+  if (only_queue && out.empty())
+    out.push_back(queue_stats{*only_queue});
+  return out;
+}
+
+namespace {
+
+params identity_params(const node_identity& who, const statement_set& stmts) {
+  return {who.name, who.host, std::to_string(who.pid), array_literal(who.queues),
+          std::to_string(node_lock_class(stmts.where()))};
+}
+
+} // namespace
+
+std::int32_t register_node(connection& conn, const statement_set& stmts,
+                           const node_identity& who) {
+  auto res = conn.run(stmts.get("register_node"), identity_params(who, stmts));
+  return static_cast<std::int32_t>(res.int64(0, 0));
+}
+
+void reregister_node(connection& conn, const statement_set& stmts, const node_identity& who,
+                     std::int32_t node_id) {
+  auto p = identity_params(who, stmts);
+  p.push_back(std::to_string(node_id));
+  conn.run(stmts.get("reregister_node"), p);
+}
+
+void deregister_node(connection& conn, const statement_set& stmts, std::int32_t node_id) {
+  conn.run(stmts.get("deregister_node"), {std::to_string(node_id)});
+}
+
+std::int64_t recover_node_queue(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                                const std::string& queue) {
+  return conn.run(stmts.get("recover_node_queue"), {std::to_string(node_id), queue}).affected();
+}
+
+reap_report reap_dead_nodes(connection& conn, const statement_set& stmts) {
+  auto res = conn.run(stmts.get("reap_dead_nodes"),
+                      {std::to_string(node_lock_class(stmts.where()))});
+  reap_report out;
+  out.dead_nodes = res.int64(0, 0);
+  out.recovered = res.int64(0, 1);
+  out.queues = parse_array_literal(res.text(0, 2));
+  return out;
+}
+
+} // namespace troupe::storage

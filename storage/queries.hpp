@@ -1,0 +1,48 @@
+// Typed calls of the named statements. Each runs on a connection the caller owns and throws
+// troupe::error on failure; the storage actor, the listener, the client and the CLI all use
+// these, so every piece of SQL has exactly one caller-facing form.
+#pragma once
+
+#include "storage/connection.hpp"
+#include "storage/records.hpp"
+
+namespace troupe::storage {
+
+/// Inserts `batch` in one statement and wakes each queue once (delivered at commit).
+void enqueue_messages(connection& conn, const statement_set& stmts,
+                      const std::vector<new_message>& batch);
+
+/// Claims up to `limit` ready messages of `queue` for `node_id`; when fewer came back, also
+/// asks when the next delayed message is due.
+claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,
+                         std::int32_t node_id, std::int32_t limit);
+
+/// Writes `outcomes` in one statement; returns how many were still owned and got written.
+std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                            const std::vector<outcome>& outcomes);
+
+/// Puts claimed-but-never-started messages back; returns how many.
+std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                             const std::vector<claimed_message>& messages);
+
+/// Per-queue statistics, for every queue with rows or for `only_queue`.
+std::vector<queue_stats> queue_statistics(connection& conn, const statement_set& stmts,
+                                          const std::string* only_queue);
+
+/// Registers a node and takes its liveness lock on `conn`; returns the node id.
+std::int32_t register_node(connection& conn, const statement_set& stmts,
+                           const node_identity& who);
+/// Takes node `node_id`'s lock again after a reconnect, restoring its row if it was removed.
+void reregister_node(connection& conn, const statement_set& stmts, const node_identity& who,
+                     std::int32_t node_id);
+/// Removes node `node_id` from the registry.
+void deregister_node(connection& conn, const statement_set& stmts, std::int32_t node_id);
+
+/// Puts back what node `node_id` holds of `queue` (its consumer was restarted); returns how many.
+std::int64_t recover_node_queue(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                                const std::string& queue);
+
+/// Removes dead nodes and recovers the messages they were running.
+reap_report reap_dead_nodes(connection& conn, const statement_set& stmts);
+
+} // namespace troupe::storage

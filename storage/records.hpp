@@ -1,0 +1,91 @@
+// The plain values that cross the storage boundary: what is written (new messages, outcomes)
+// and what is read (claimed messages, statistics). No CAF and no libpq here; the actors'
+// protocol header adds their inspect functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace troupe::storage {
+
+/// A message to insert. `args_json` is a JSON array, `options_json` a JSON object.
+struct new_message {
+  std::string id;
+  std::string queue;
+  std::string task;
+  std::string args_json = "[]";
+  std::string options_json = "{}";
+  std::int32_t priority = 0;
+  std::int64_t delay_ms = 0;
+  std::int64_t timestamp_ms = 0;
+};
+
+/// A message as one claim returned it. `attempt` is the delivery token of this claim.
+struct claimed_message {
+  std::string id;
+  std::string task;
+  std::string args_json;
+  std::string options_json;
+  std::int32_t attempt = 0;
+  std::int32_t priority = 0;
+  std::int64_t enqueued_at_ms = 0;
+};
+
+/// Where an attempt leaves its message.
+enum class outcome_state : std::uint8_t {
+  done,     ///< finished; `result_json` holds the result (or is empty for none)
+  failed,   ///< finished for good; `error_json` holds the failure record
+  retry,    ///< back to the queue after `retry_delay_ms`; `error_json` holds the failure
+  cancelled ///< finished without running
+};
+
+/// The SQL spelling of an outcome's target state.
+const char* to_sql(outcome_state s) noexcept;
+
+/// The result of one attempt, written by the completion batcher.
+struct outcome {
+  std::string id;
+  std::int32_t attempt = 0;
+  outcome_state state = outcome_state::done;
+  std::string result_json; ///< empty: SQL NULL
+  std::string error_json;  ///< empty: SQL NULL
+  std::int64_t retry_delay_ms = 0;
+};
+
+/// One claim's answer: the messages, and when the next delayed one becomes ready.
+struct claim_result {
+  std::vector<claimed_message> messages;
+  /// Milliseconds until the earliest delayed message is due; negative when none is known.
+  std::int64_t next_eta_ms = -1;
+};
+
+/// Per-queue statistics (`troupe stats`).
+struct queue_stats {
+  std::string queue;
+  std::int64_t queued = 0;
+  std::int64_t running = 0;
+  std::int64_t done = 0;
+  std::int64_t failed = 0;
+  std::int64_t cancelled = 0;
+  std::int64_t ready = 0;
+  std::int64_t scheduled = 0;
+  double oldest_ready_seconds = 0;
+};
+
+/// What one janitor pass found.
+struct reap_report {
+  std::int64_t dead_nodes = 0;
+  std::int64_t recovered = 0;
+  std::vector<std::string> queues;
+};
+
+/// How a node describes itself in the nodes registry.
+struct node_identity {
+  std::string name;
+  std::string host;
+  std::int32_t pid = 0;
+  std::vector<std::string> queues;
+};
+
+} // namespace troupe::storage

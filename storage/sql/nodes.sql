@@ -1,0 +1,47 @@
+-- Statements on the nodes registry and node liveness.
+
+-- name: register_node
+-- Registers a node and takes its liveness lock in the same statement, so no other node can see
+-- the row without the lock held. Runs on the node's listener connection, which keeps the lock.
+WITH n AS (
+  INSERT INTO {{t:nodes}} (name, host, pid, queues)
+  VALUES ($1, $2, $3, $4::text[])
+  RETURNING node_id)
+SELECT n.node_id, pg_advisory_lock($5::integer, n.node_id)::text FROM n
+
+-- name: reregister_node
+-- After the listener reconnects: take the node's lock again and restore its row if a janitor
+-- removed it meanwhile (its messages were then recovered; their late completions are refused).
+WITH l AS (SELECT pg_advisory_lock($5::integer, $6::integer))
+INSERT INTO {{t:nodes}} (node_id, name, host, pid, queues) OVERRIDING SYSTEM VALUE
+SELECT $6, $1, $2, $3, $4::text[] FROM l
+ON CONFLICT (node_id) DO NOTHING
+
+-- name: deregister_node
+-- Graceful exit: the node's row goes; its lock goes with the connection.
+DELETE FROM {{t:nodes}} WHERE node_id = $1
+
+-- name: reap_dead_nodes
+-- Finds nodes whose liveness lock is free (their session is gone), removes them, and puts every
+-- message that a node no longer alive was running back in its queue. Returns the counts and the
+-- queues that got messages back.
+WITH live AS (
+  SELECT n.node_id FROM {{t:nodes}} n
+    JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                   AND l.classid = $1::integer::oid AND l.objid = n.node_id::oid),
+dead AS (
+  DELETE FROM {{t:nodes}} n WHERE n.node_id NOT IN (SELECT node_id FROM live)
+  RETURNING n.node_id),
+recovered AS (
+  UPDATE {{t:queue}} q SET state = 'queued', owner_node = NULL, eta = now()
+   WHERE q.state = 'running'
+     AND (q.owner_node IS NULL OR q.owner_node NOT IN (SELECT node_id FROM live))
+  RETURNING q.queue_name)
+SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM recovered),
+       coalesce((SELECT array_agg(DISTINCT queue_name) FROM recovered), '{}')::text
+
+-- name: recover_node_queue
+-- A consumer of node $1 for queue $2 was restarted: what it held is put back in the queue.
+UPDATE {{t:queue}} SET state = 'queued', owner_node = NULL, eta = now()
+ WHERE state = 'running' AND owner_node = $1 AND queue_name = $2

@@ -1,0 +1,107 @@
+-- Statements on the queue table. Each "-- name:" header starts one statement; the name is its
+-- prepared-statement name, its log field and its metric label. {{t:X}} is the area's quoted,
+-- prefixed table or type; every value is a bound parameter. No statement ends with a semicolon.
+
+-- name: enqueue_messages
+-- Inserts one or many messages in one statement (the arrays are parallel, one entry per message)
+-- and wakes each distinct queue once: PostgreSQL folds identical notifications of a transaction,
+-- and the DISTINCT keeps a 1,000-row batch to one pg_notify call per queue. Re-enqueueing an
+-- existing id puts it back in the queue unless it was cancelled. eta uses the server's clock.
+WITH ins AS (
+  INSERT INTO {{t:queue}} AS q
+         (message_id, queue_name, task_name, args, options, priority, eta, enqueued_at)
+  SELECT m.id, m.queue, m.task, m.args, m.options, m.priority,
+         now() + m.delay_ms * interval '1 millisecond',
+         to_timestamp(m.ts_ms / 1000.0)
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::integer[],
+                $7::bigint[], $8::bigint[])
+         AS m(id, queue, task, args, options, priority, delay_ms, ts_ms)
+  ON CONFLICT (message_id) DO UPDATE
+     SET queue_name = excluded.queue_name, task_name = excluded.task_name,
+         args = excluded.args, options = excluded.options, priority = excluded.priority,
+         eta = excluded.eta, state = 'queued', owner_node = NULL, started_at = NULL,
+         finished_at = NULL
+   WHERE q.state <> 'cancelled'
+  RETURNING q.queue_name)
+SELECT count(*) FROM (SELECT pg_notify($9, d.queue_name) FROM (SELECT DISTINCT queue_name FROM ins) d) n
+
+-- name: claim_batch
+-- Claims up to $3 ready messages of queue $1 for node $2, as many as the consumer has free slots,
+-- in one statement. The inner SELECT walks the partial fetch index in claim order (priority,
+-- eta, id: priority holds across the whole queue) and skips rows that other nodes are claiming.
+-- "id = ANY (ARRAY(...))" keeps the UPDATE on the primary key whatever the statistics say.
+-- attempts + 1 with owner_node is the delivery token every completion is checked against.
+UPDATE {{t:queue}}
+   SET state = 'running', owner_node = $2, attempts = attempts + 1, started_at = now()
+ WHERE message_id = ANY (ARRAY(
+         SELECT message_id FROM {{t:queue}}
+          WHERE queue_name = $1 AND state = 'queued' AND eta <= now()
+          ORDER BY priority, eta, message_id
+          LIMIT $3
+            FOR UPDATE SKIP LOCKED))
+RETURNING message_id::text, task_name, args::text, options::text, attempts, priority,
+          (extract(epoch FROM enqueued_at) * 1000)::bigint
+
+-- name: next_eta
+-- Milliseconds until the earliest delayed message of queue $1 becomes ready, or NULL. A skip
+-- scan over the fetch index: one probe per distinct priority, never a walk over the backlog.
+WITH RECURSIVE p AS (
+  (SELECT priority FROM {{t:queue}}
+    WHERE queue_name = $1 AND state = 'queued' ORDER BY priority LIMIT 1)
+  UNION ALL
+  SELECT (SELECT q.priority FROM {{t:queue}} q
+           WHERE q.queue_name = $1 AND q.state = 'queued' AND q.priority > p.priority
+           ORDER BY q.priority LIMIT 1)
+    FROM p WHERE p.priority IS NOT NULL)
+SELECT ceil(extract(epoch FROM min(e.eta) - now()) * 1000)::bigint
+  FROM p CROSS JOIN LATERAL (
+         SELECT q.eta FROM {{t:queue}} q
+          WHERE q.queue_name = $1 AND q.state = 'queued' AND q.priority = p.priority
+            AND q.eta > now()
+          ORDER BY q.eta LIMIT 1) e
+ WHERE p.priority IS NOT NULL
+
+-- name: complete_batch
+-- Writes many outcomes in one statement. Each row is written only while node $1 still owns the
+-- delivery ($3 = attempts of that claim): a node that lost its claim (recovered elsewhere, or
+-- abandoned) can never overwrite a newer delivery. Returns the ids that were written.
+UPDATE {{t:queue}} q
+   SET state = c.state::{{t:state}},
+       owner_node = NULL,
+       finished_at = CASE WHEN c.state = 'queued' THEN NULL ELSE now() END,
+       eta = CASE WHEN c.state = 'queued' THEN now() + c.retry_ms * interval '1 millisecond'
+                  ELSE q.eta END,
+       result = c.result,
+       error = c.error
+  FROM unnest($2::uuid[], $3::integer[], $4::text[], $5::jsonb[], $6::jsonb[], $7::bigint[])
+       AS c(id, attempt, state, result, error, retry_ms)
+ WHERE q.message_id = c.id AND q.owner_node = $1 AND q.attempts = c.attempt
+   AND q.state = 'running'
+RETURNING q.message_id::text
+
+-- name: release_claimed
+-- Returns claimed messages that never started (prefetched at shutdown) to the queue, as if they
+-- had not been claimed: same eta, the claim's attempt taken back.
+UPDATE {{t:queue}} q
+   SET state = 'queued', owner_node = NULL, attempts = q.attempts - 1, started_at = NULL
+  FROM unnest($2::uuid[], $3::integer[]) AS c(id, attempt)
+ WHERE q.message_id = c.id AND q.owner_node = $1 AND q.attempts = c.attempt
+   AND q.state = 'running'
+
+-- name: queue_stats
+-- Per queue: counts per state, ready (queued and due), scheduled (queued, not yet due) and the
+-- age of the oldest ready message. NULL $1 means every queue that has rows.
+SELECT queue_name,
+       count(*) FILTER (WHERE state = 'queued'),
+       count(*) FILTER (WHERE state = 'running'),
+       count(*) FILTER (WHERE state = 'done'),
+       count(*) FILTER (WHERE state = 'failed'),
+       count(*) FILTER (WHERE state = 'cancelled'),
+       count(*) FILTER (WHERE state = 'queued' AND eta <= now()),
+       count(*) FILTER (WHERE state = 'queued' AND eta > now()),
+       coalesce(extract(epoch FROM now() - min(eta) FILTER (WHERE state = 'queued'
+                                                              AND eta <= now())), 0)::float8
+  FROM {{t:queue}}
+ WHERE $1::text IS NULL OR queue_name = $1
+ GROUP BY queue_name
+ ORDER BY queue_name
