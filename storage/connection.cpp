@@ -1,5 +1,6 @@
 #include "storage/connection.hpp"
 
+#include "troupe/area.hpp"
 #include "troupe/error.hpp"
 
 #include <fmt/format.h>
@@ -267,10 +268,15 @@ result connection::exec_params(std::string_view sql, const params& values,
 }
 
 result connection::run(const statement& st, const params& values) {
-  if (!prepared_.contains(st.name)) {
+  auto i = prepared_.find(st.name);
+  if (i == prepared_.end() || i->second != st.text) {
+    if (i != prepared_.end()) {
+      exec("DEALLOCATE " + quote_identifier(st.name), st.name);
+      prepared_.erase(i);
+    }
     check(conn_.get(), PQprepare(raw(conn_.get()), st.name.c_str(), st.text.c_str(), 0, nullptr),
           st.name);
-    prepared_.insert(st.name);
+    prepared_.emplace(st.name, st.text);
   }
   param_arrays pa(values);
   return check(conn_.get(),

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 struct pg_conn;
@@ -70,7 +70,8 @@ public:
   result exec(std::string_view sql, std::string_view label = "exec");
   /// Runs SQL text with parameters, unprepared. Throws troupe::error.
   result exec_params(std::string_view sql, const params& values, std::string_view label);
-  /// Runs a named statement, preparing it on this connection the first time. Throws troupe::error.
+  /// Runs a named statement, preparing it on this connection the first time (and again when a
+  /// statement of the same name but another area's text comes along). Throws troupe::error.
   result run(const statement& st, const params& values);
 
   /// The backend's process id (for tests that terminate it).
@@ -82,7 +83,7 @@ private:
     void operator()(pg_conn* c) const noexcept;
   };
   std::unique_ptr<pg_conn, deleter> conn_;
-  std::unordered_set<std::string> prepared_;
+  std::unordered_map<std::string, std::string> prepared_; // name -> text prepared under it
 };
 
 /// Turns a failed result (or a broken connection) into troupe::error and throws it. `label`

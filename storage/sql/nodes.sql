@@ -11,14 +11,14 @@ SELECT n.node_id, pg_advisory_lock($5::integer, n.node_id)::text FROM n
 
 -- name: reregister_node
 -- After the listener reconnects: take the node's lock again and restore its row if a janitor
--- removed it meanwhile (its messages were then recovered; their late completions are refused).
+-- removed it meanwhile (its messages were then recovered, and their late completions are refused).
 WITH l AS (SELECT pg_advisory_lock($5::integer, $6::integer))
 INSERT INTO {{t:nodes}} (node_id, name, host, pid, queues) OVERRIDING SYSTEM VALUE
 SELECT $6, $1, $2, $3, $4::text[] FROM l
 ON CONFLICT (node_id) DO NOTHING
 
 -- name: deregister_node
--- Graceful exit: the node's row goes; its lock goes with the connection.
+-- Graceful exit: the node's row goes, and its lock goes with the connection.
 DELETE FROM {{t:nodes}} WHERE node_id = $1
 
 -- name: reap_dead_nodes

@@ -1,0 +1,242 @@
+#define CAF_SUITE queue
+#include <caf/test/unit_test.hpp>
+
+#include "scratch_area.hpp"
+#include "storage/queries.hpp"
+#include "troupe/client.hpp"
+#include "troupe/error.hpp"
+#include "troupe/task.hpp"
+
+#include <libpq-fe.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct fixture {
+  testkit::scratch_area area;
+  client producer{client_options{area.dsn(), area.where()}};
+  storage::node_identity who{"test", "host", 1, {"default"}};
+
+  std::int32_t node(storage::connection& conn) {
+    return storage::register_node(conn, area.statements(), who);
+  }
+
+  std::int64_t count(const std::string& where) {
+    return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
+  }
+};
+
+task_ref<void(int)> job{"job"};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(queue_tests, fixture)
+
+CAF_TEST(enqueue claim complete) {
+  auto m = producer.enqueue(job(1));
+  CAF_CHECK_EQUAL(count("state = 'queued'"), 1);
+  auto n = node(area.sql());
+  auto claimed = storage::claim_batch(area.sql(), area.statements(), "default", n, 10);
+  CAF_REQUIRE_EQUAL(claimed.messages.size(), 1u);
+  auto& c = claimed.messages[0];
+  CAF_CHECK_EQUAL(c.id, m.id);
+  CAF_CHECK_EQUAL(c.task, "job");
+  CAF_CHECK_EQUAL(c.args_json, "[1]");
+  CAF_CHECK_EQUAL(c.attempt, 1);
+  CAF_CHECK_EQUAL(count("state = 'running' AND owner_node IS NOT NULL"), 1);
+  storage::outcome o{c.id, c.attempt, storage::outcome_state::done, "42", "", 0};
+  CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {o}), 1);
+  CAF_CHECK_EQUAL(count("state = 'done' AND result = '42' AND finished_at IS NOT NULL "
+                        "AND owner_node IS NULL"),
+                  1);
+  CAF_CHECK(storage::claim_batch(area.sql(), area.statements(), "default", n, 10).messages.empty());
+}
+
+CAF_TEST(a claim takes at most the free slots asked for) {
+  std::vector<message> batch;
+  for (int i = 0; i < 25; ++i)
+    batch.push_back(job(i));
+  producer.enqueue_batch(batch);
+  auto n = node(area.sql());
+  CAF_CHECK_EQUAL(storage::claim_batch(area.sql(), area.statements(), "default", n, 10).messages.size(), 10u);
+  CAF_CHECK_EQUAL(count("state = 'running'"), 10);
+  CAF_CHECK_EQUAL(count("state = 'queued'"), 15);
+}
+
+CAF_TEST(priority orders the whole queue and then enqueue order) {
+  std::vector<std::string> ids;
+  for (int p : {5, 0, -3, 0, 5, -3}) {
+    auto m = producer.enqueue(job(p).with_priority(p));
+    ids.push_back(m.id);
+  }
+  auto n = node(area.sql());
+  std::vector<std::string> order;
+  for (int i = 0; i < 6; ++i) {
+    auto c = storage::claim_batch(area.sql(), area.statements(), "default", n, 1);
+    CAF_REQUIRE_EQUAL(c.messages.size(), 1u);
+    order.push_back(c.messages[0].id);
+  }
+  CAF_CHECK_EQUAL(order, (std::vector<std::string>{ids[2], ids[5], ids[1], ids[3], ids[0], ids[4]}));
+}
+
+CAF_TEST(a delayed message is not claimed before its eta and its eta is reported) {
+  producer.enqueue(job(1).with_delay(1500ms));
+  auto n = node(area.sql());
+  auto c = storage::claim_batch(area.sql(), area.statements(), "default", n, 10);
+  CAF_CHECK(c.messages.empty());
+  CAF_CHECK(c.next_eta_ms > 1000 && c.next_eta_ms <= 1500);
+  CAF_CHECK(testkit::wait_until(
+    [&] {
+      return !storage::claim_batch(area.sql(), area.statements(), "default", n, 10).messages.empty();
+    },
+    5s));
+  CAF_CHECK_EQUAL(count("state = 'running' AND started_at >= enqueued_at + interval '1.4 s'"), 1);
+}
+
+CAF_TEST(two nodes never claim the same message) {
+  std::vector<message> batch;
+  for (int i = 0; i < 1000; ++i)
+    batch.push_back(job(i));
+  producer.enqueue_batch(batch);
+  std::vector<std::string> seen[2];
+  std::vector<std::thread> nodes;
+  for (int t = 0; t < 2; ++t)
+    nodes.emplace_back([&, t] {
+      auto conn = storage::connection::open(area.dsn(), "claimer");
+      auto id = storage::register_node(conn, area.statements(), who);
+      for (;;) {
+        auto c = storage::claim_batch(conn, area.statements(), "default", id, 7);
+        if (c.messages.empty())
+          break;
+        for (auto& m : c.messages)
+          seen[t].push_back(m.id);
+      }
+    });
+  for (auto& th : nodes)
+    th.join();
+  std::set<std::string> all(seen[0].begin(), seen[0].end());
+  all.insert(seen[1].begin(), seen[1].end());
+  CAF_CHECK_EQUAL(seen[0].size() + seen[1].size(), 1000u);
+  CAF_CHECK_EQUAL(all.size(), 1000u);
+  CAF_CHECK_EQUAL(count("state = 'running' AND attempts = 1"), 1000);
+}
+
+CAF_TEST(a completion for a delivery the node no longer owns is refused) {
+  auto m = producer.enqueue(job(1));
+  auto n = node(area.sql());
+  auto c = storage::claim_batch(area.sql(), area.statements(), "default", n, 1).messages.at(0);
+  storage::outcome stale{c.id, c.attempt + 1, storage::outcome_state::done, "1", "", 0};
+  CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {stale}), 0);
+  storage::outcome other_node{c.id, c.attempt, storage::outcome_state::done, "1", "", 0};
+  CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n + 1000, {other_node}), 0);
+  CAF_CHECK_EQUAL(count("state = 'running'"), 1);
+  storage::outcome good{c.id, c.attempt, storage::outcome_state::failed, "", R"({"type":"x"})", 0};
+  CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {good}), 1);
+  CAF_CHECK_EQUAL(count("state = 'failed' AND error->>'type' = 'x'"), 1);
+  (void)m;
+}
+
+CAF_TEST(a retry outcome puts the message back with a later eta) {
+  producer.enqueue(job(1));
+  auto n = node(area.sql());
+  auto c = storage::claim_batch(area.sql(), area.statements(), "default", n, 1).messages.at(0);
+  storage::outcome retry{c.id, c.attempt, storage::outcome_state::retry, "", R"({"type":"x"})", 60000};
+  CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {retry}), 1);
+  CAF_CHECK_EQUAL(count("state = 'queued' AND eta > now() + interval '50 s' AND attempts = 1"), 1);
+}
+
+CAF_TEST(released messages go back as if never claimed) {
+  for (int i = 0; i < 3; ++i)
+    producer.enqueue(job(i));
+  auto n = node(area.sql());
+  auto c = storage::claim_batch(area.sql(), area.statements(), "default", n, 3);
+  CAF_CHECK_EQUAL(storage::release_claimed(area.sql(), area.statements(), n, c.messages), 3);
+  CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0 AND owner_node IS NULL"), 3);
+}
+
+CAF_TEST(messages of a node whose session ended are recovered by the janitor query) {
+  for (int i = 0; i < 4; ++i)
+    producer.enqueue(job(i));
+  {
+    auto doomed = storage::connection::open(area.dsn(), "doomed-node");
+    auto id = storage::register_node(doomed, area.statements(), who);
+    CAF_CHECK_EQUAL(storage::claim_batch(doomed, area.statements(), "default", id, 4).messages.size(), 4u);
+    // A live node's messages are left alone.
+    auto r = storage::reap_dead_nodes(area.sql(), area.statements());
+    CAF_CHECK_EQUAL(r.recovered, 0);
+  } // the session ends: its advisory lock is released
+  CAF_CHECK(testkit::wait_until(
+    [&] { return storage::reap_dead_nodes(area.sql(), area.statements()).recovered == 4; }, 5s));
+  CAF_CHECK_EQUAL(count("state = 'queued' AND owner_node IS NULL AND attempts = 1"), 4);
+  auto again = storage::reap_dead_nodes(area.sql(), area.statements());
+  CAF_CHECK_EQUAL(again.dead_nodes, 0);
+}
+
+CAF_TEST(invalid names are refused before any SQL) {
+  // The DSN points nowhere: reaching the database would be a connection error instead.
+  client offline{client_options{"host=/nonexistent port=1", area.where()}};
+  auto m = job(1);
+  m.queue = "Not A Queue";
+  try {
+    offline.enqueue(m);
+    CAF_FAIL("enqueued to an invalid queue");
+  } catch (const error& e) {
+    CAF_CHECK(e.code() == errc::invalid_argument);
+    CAF_CHECK(std::string(e.what()).find("\"Not A Queue\"") != std::string::npos);
+  }
+  try {
+    client bad_schema{client_options{area.dsn(), troupe::area{"x;drop", ""}}};
+    CAF_FAIL("accepted an invalid schema");
+  } catch (const error& e) {
+    CAF_CHECK(e.code() == errc::invalid_argument);
+  }
+}
+
+CAF_TEST(a batch is one transaction and one notification per queue) {
+  auto listener = storage::connection::open(area.dsn(), "listener");
+  listener.exec("LISTEN " + quote_identifier(wake_channel(area.where())));
+  std::vector<message> batch;
+  for (int i = 0; i < 50; ++i)
+    batch.push_back(job(i).on_queue(i % 2 ? "odd" : "even"));
+  producer.enqueue_batch(batch);
+  CAF_CHECK_EQUAL(count("true"), 50);
+  auto got = area.scalar("SELECT 1"); // round trip so notifications are surely delivered
+  (void)got;
+  std::multiset<std::string> payloads;
+  CAF_CHECK(testkit::wait_until(
+    [&] {
+      listener.exec("SELECT 1");
+      for (auto* n = PQnotifies(reinterpret_cast<PGconn*>(listener.native())); n;
+           n = PQnotifies(reinterpret_cast<PGconn*>(listener.native()))) {
+        payloads.insert(n->extra);
+        PQfreemem(n);
+      }
+      return payloads.size() >= 2;
+    },
+    2s));
+  CAF_CHECK_EQUAL(payloads, (std::multiset<std::string>{"even", "odd"}));
+}
+
+CAF_TEST(a failed batch writes nothing) {
+  auto first = producer.enqueue(job(1));
+  std::vector<message> batch{job(2), job(3)};
+  batch[1].id = "not-a-uuid";
+  try {
+    producer.enqueue_batch(batch);
+    CAF_FAIL("accepted a message with a bad id");
+  } catch (const error& e) {
+    CAF_CHECK(e.code() == errc::invalid_argument);
+  }
+  CAF_CHECK_EQUAL(count("true"), 1);
+  (void)first;
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,0 +1,121 @@
+#include "local_postgres.hpp"
+
+#include "troupe/error.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace troupe::testkit {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out.push_back(c);
+  }
+  return out + "'";
+}
+
+std::string tail_of(const fs::path& file, std::size_t max_chars = 2000) {
+  std::ifstream in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto s = ss.str();
+  return s.size() > max_chars ? s.substr(s.size() - max_chars) : s;
+}
+
+} // namespace
+
+std::string postgres_bin_dir() {
+  if (const char* env = std::getenv("TROUPE_PG_BINDIR"))
+    return env;
+  fs::path best;
+  int best_version = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql", ec)) {
+    int v = std::atoi(entry.path().filename().c_str());
+    if (v > best_version && fs::exists(entry.path() / "bin" / "initdb")) {
+      best_version = v;
+      best = entry.path() / "bin";
+    }
+  }
+  if (best.empty())
+    throw error(errc::not_found, "no PostgreSQL server found under /usr/lib/postgresql "
+                                 "(apt-get install postgresql-15, or set TROUPE_PG_BINDIR)");
+  return best.string();
+}
+
+int local_postgres::run_as_server_user(const std::string& command) {
+  std::string full = geteuid() == 0 ? "runuser -u postgres -- sh -c " + shell_quote(command)
+                                    : "sh -c " + shell_quote(command);
+  int status = std::system(full.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+local_postgres local_postgres::start(options opts) {
+  fs::path dir = fs::absolute(opts.dir);
+  fs::create_directories(dir);
+  opts.dir = dir.string();
+  if (geteuid() == 0) {
+    // initdb and postgres refuse to run as root: hand the folder to the postgres user.
+    std::system(fmt::format("chown postgres: {}", shell_quote(opts.dir)).c_str());
+  }
+  auto bin = postgres_bin_dir();
+  if (!fs::exists(dir / "data" / "PG_VERSION")) {
+    auto cmd = fmt::format("{}/initdb -D {} -A trust -U postgres --no-sync -E UTF8 >{} 2>&1",
+                           bin, shell_quote((dir / "data").string()),
+                           shell_quote((dir / "initdb.log").string()));
+    if (run_as_server_user(cmd) != 0)
+      throw error(errc::connection_lost,
+                  "initdb failed in " + opts.dir + ":\n" + tail_of(dir / "initdb.log"));
+  }
+  local_postgres pg(std::move(opts));
+  pg.start_server();
+  return pg;
+}
+
+void local_postgres::start_server() {
+  auto bin = postgres_bin_dir();
+  fs::path dir = opts_.dir;
+  auto data = shell_quote((dir / "data").string());
+  if (run_as_server_user(fmt::format("{}/pg_ctl -D {} status >/dev/null 2>&1", bin, data)) == 0)
+    return; // already running
+  auto server = fmt::format("-c listen_addresses='' -c unix_socket_directories={} -p {} {}",
+                            opts_.dir, opts_.port, opts_.server_options);
+  auto cmd = fmt::format("{}/pg_ctl -D {} -l {} -o {} -w -t 60 start >/dev/null 2>&1", bin, data,
+                         shell_quote((dir / "server.log").string()), shell_quote(server));
+  if (run_as_server_user(cmd) != 0)
+    throw error(errc::connection_lost, "PostgreSQL did not start in " + opts_.dir + ":\n" +
+                                         tail_of(dir / "server.log"));
+}
+
+std::string local_postgres::dsn() const {
+  return fmt::format("host={} port={} user=postgres dbname=postgres", opts_.dir, opts_.port);
+}
+
+void local_postgres::stop() {
+  auto bin = postgres_bin_dir();
+  auto data = shell_quote((fs::path(opts_.dir) / "data").string());
+  run_as_server_user(fmt::format("{}/pg_ctl -D {} -m fast -w stop >/dev/null 2>&1", bin, data));
+}
+
+void local_postgres::restart() {
+  auto bin = postgres_bin_dir();
+  auto data = shell_quote((fs::path(opts_.dir) / "data").string());
+  run_as_server_user(
+    fmt::format("{}/pg_ctl -D {} -m immediate -w stop >/dev/null 2>&1", bin, data));
+  start_server();
+}
+
+} // namespace troupe::testkit

@@ -1,0 +1,76 @@
+// troupe-test-worker: a worker node with the tasks the fault tests need, run as a real process.
+//   troupe-test-worker DSN SCHEMA QUEUE CONCURRENCY PREFETCH GRACE_MS [NAME]
+// Tasks (queue QUEUE):
+//   record()          notes its run in SCHEMA.runs (message id, node name, attempt)
+//   sleep_ms(int ms)  notes its run, then sleeps
+#include "storage/connection.hpp"
+#include "troupe/error.hpp"
+#include "troupe/log.hpp"
+#include "troupe/task.hpp"
+#include "troupe/worker_node.hpp"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <optional>
+#include <thread>
+
+namespace {
+
+std::string g_dsn;
+std::string g_schema;
+std::string g_name;
+
+void note_run(const troupe::task_context& ctx) {
+  thread_local std::optional<troupe::storage::connection> conn;
+  if (!conn || !conn->ok())
+    conn.emplace(troupe::storage::connection::open(g_dsn, "troupe-test-task"));
+  conn->exec_params(fmt::format("INSERT INTO {}.runs (message_id, node, attempt) "
+                                "VALUES ($1, $2, $3)",
+                                troupe::quote_identifier(g_schema)),
+                    {ctx.message_id, g_name, std::to_string(ctx.attempt)}, "note_run");
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 7) {
+    std::cerr << "usage: troupe-test-worker DSN SCHEMA QUEUE CONCURRENCY PREFETCH GRACE_MS [NAME]\n";
+    return 2;
+  }
+  g_dsn = argv[1];
+  g_schema = argv[2];
+  std::string queue = argv[3];
+  g_name = argc > 7 ? argv[7] : "worker";
+  try {
+    troupe::task_registry tasks;
+    tasks.define(troupe::task_ref<void()>{"record", queue},
+                 [](troupe::task_context& ctx) { note_run(ctx); });
+    tasks.define(troupe::task_ref<void(int)>{"sleep_ms", queue},
+                 [](troupe::task_context& ctx, int ms) {
+                   note_run(ctx);
+                   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+                 });
+    troupe::node_options options;
+    options.dsn = g_dsn;
+    options.area.schema = g_schema;
+    options.name = g_name;
+    options.janitor_interval = std::chrono::milliseconds(500);
+    options.shutdown_grace = std::chrono::milliseconds(std::stoi(argv[6]));
+    troupe::queue_options q;
+    q.name = queue;
+    q.concurrency = std::stoi(argv[4]);
+    q.prefetch = std::stoi(argv[5]);
+    q.poll_interval = std::chrono::milliseconds(200);
+    options.queues.push_back(q);
+    troupe::worker_node node(std::move(options), std::move(tasks));
+    auto summary = node.run();
+    std::cout << fmt::format("executed={} released={} abandoned={}", summary.executed,
+                             summary.released, summary.abandoned)
+              << std::endl;
+    return summary.exit_code;
+  } catch (const std::exception& e) {
+    std::cerr << "troupe-test-worker: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,77 @@
+#define CAF_SUITE storage_text
+#include <caf/test/unit_test.hpp>
+
+#include "actors/notify_listener.hpp"
+#include "storage/connection.hpp"
+#include "storage/embedded_sql.hpp"
+#include "storage/migrations.hpp"
+#include "storage/statements.hpp"
+#include "troupe/error.hpp"
+
+using namespace troupe;
+
+CAF_TEST(every statement renders for an area without leftover placeholders) {
+  storage::statement_set set{area{"app", "jobs_"}};
+  for (const auto& st : storage::embedded::statements()) {
+    const auto& s = set.get(st.name);
+    CAF_CHECK(s.text.find("{{") == std::string::npos);
+    CAF_CHECK(s.text.find(';') == std::string::npos); // one statement each
+  }
+  CAF_CHECK(set.get("claim_batch").text.find("\"app\".\"jobs_queue\"") != std::string::npos);
+}
+
+CAF_TEST(an unknown statement name is a bug) {
+  storage::statement_set set{area{}};
+  try {
+    set.get("nope");
+    CAF_FAIL("found a statement that does not exist");
+  } catch (const error& e) {
+    CAF_CHECK(e.code() == errc::bug);
+  }
+}
+
+CAF_TEST(the migration script covers every migration for the area) {
+  auto script = storage::migration_script(area{"app", "jobs_"}, 0);
+  CAF_CHECK(script.find("CREATE TABLE IF NOT EXISTS \"app\".\"jobs_queue\"") != std::string::npos);
+  CAF_CHECK(script.find("\"app\".\"jobs_versions\"") != std::string::npos);
+  CAF_CHECK(script.find("{{") == std::string::npos);
+  auto none = storage::migration_script(area{}, storage::latest_migration());
+  CAF_CHECK(none.find("-- migration") == std::string::npos);
+}
+
+CAF_TEST(invalid areas are refused before any SQL is rendered) {
+  try {
+    storage::statement_set set{area{"bad schema", ""}};
+    CAF_FAIL("rendered SQL for an invalid schema");
+  } catch (const error& e) {
+    CAF_CHECK(e.code() == errc::invalid_argument);
+  }
+}
+
+CAF_TEST(passwords never survive redaction) {
+  CAF_CHECK_EQUAL(storage::redact_dsn("host=db password=s3cret user=app"),
+                  "host=db password=*** user=app");
+  CAF_CHECK_EQUAL(storage::redact_dsn("host=db password = 'a b\\'c' user=app"),
+                  "host=db password = *** user=app");
+  CAF_CHECK_EQUAL(storage::redact_dsn("postgresql://app:s3cret@db:5432/x"),
+                  "postgresql://app:***@db:5432/x");
+  CAF_CHECK_EQUAL(storage::redact_dsn("postgresql://db/x?user=a&password=s3cret&sslmode=off"),
+                  "postgresql://db/x?user=a&password=***&sslmode=off");
+  CAF_CHECK_EQUAL(storage::redact_dsn("host=db"), "host=db");
+}
+
+CAF_TEST(array literals round trip) {
+  std::vector<std::string> items{"a", "b c", "q\"uote", "back\\slash", ""};
+  auto lit = storage::array_literal(items);
+  CAF_CHECK_EQUAL(storage::parse_array_literal(lit), items);
+  CAF_CHECK_EQUAL(storage::parse_array_literal("{x,y}"), (std::vector<std::string>{"x", "y"}));
+  CAF_CHECK(storage::parse_array_literal("{}").empty());
+}
+
+CAF_TEST(a notification payload is only a hint naming a queue) {
+  std::string q;
+  CAF_CHECK(actors::parse_wake_payload("emails", q));
+  CAF_CHECK_EQUAL(q, "emails");
+  for (const char* bad : {"", "{\"message_id\":\"x\"}", "Bad Queue", "NULL", "[1]", "*"})
+    CAF_CHECK(!actors::parse_wake_payload(bad, q));
+}
