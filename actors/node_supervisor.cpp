@@ -102,17 +102,30 @@ void shut_down_children(supervisor_ptr self, const caf::error& reason) {
     self->send_exit(st.storage, reason);
 }
 
+void deliver_stop(supervisor_ptr self) {
+  auto& s = self->state;
+  s.final_report.node_id = s.node_id;
+  log().info("node stopped node={} executed={} released={} abandoned={}", s.node_id,
+             s.final_report.executed, s.final_report.released, s.final_report.abandoned);
+  if (s.stop_promise) {
+    s.stop_promise->deliver(s.final_report);
+    s.stop_promise.reset();
+  }
+  self->quit();
+}
+
 void finish_stop(supervisor_ptr self) {
   auto& st = self->state;
   auto done = [=] {
     auto& s = self->state;
     shut_down_children(self, caf::exit_reason::user_shutdown);
-    s.final_report.node_id = s.node_id;
-    log().info("node stopped node={} executed={} released={} abandoned={}", s.node_id,
-               s.final_report.executed, s.final_report.released, s.final_report.abandoned);
-    if (s.stop_promise)
-      s.stop_promise->deliver(s.final_report);
-    self->quit();
+    if (s.listener) {
+      // Reply once the listener has deregistered the node (its down message), or after a
+      // deadline if the database does not answer.
+      self->delayed_send(self, seconds(10), poll_atom_v);
+      return;
+    }
+    deliver_stop(self);
   };
   if (!st.batcher) {
     done();
@@ -192,8 +205,11 @@ void escalate(supervisor_ptr self, const std::string& what, const caf::error& re
 
 void on_child_down(supervisor_ptr self, caf::down_msg& dm) {
   auto& st = self->state;
-  if (st.stopping)
+  if (st.stopping) {
+    if (st.listener && dm.source == st.listener.address())
+      deliver_stop(self);
     return;
+  }
   if (dm.source == st.listener.address()) {
     if (!allow_restart(self, dm.source)) {
       escalate(self, "the notify listener (restarted too often)", dm.reason);
@@ -293,6 +309,12 @@ node_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options opti
       auto r = self->state.final_report;
       r.node_id = self->state.node_id;
       return r;
+    },
+    [=](poll_atom) {
+      if (self->state.stopping) {
+        log().warn("the listener did not confirm deregistration in time");
+        deliver_stop(self);
+      }
     },
     [=](stop_atom) -> caf::typed_response_promise<node_report> {
       auto rp = self->make_response_promise<node_report>();

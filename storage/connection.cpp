@@ -2,6 +2,7 @@
 
 #include "troupe/area.hpp"
 #include "troupe/error.hpp"
+#include "troupe/log.hpp"
 
 #include <fmt/format.h>
 #include <libpq-fe.h>
@@ -65,7 +66,12 @@ std::int64_t result::int64(int row, int col) const {
 }
 
 double result::float8(int row, int col) const {
-  return std::strtod(std::string(text(row, col)).c_str(), nullptr);
+  std::string t(text(row, col));
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size())
+    throw error(errc::bug, fmt::format("expected a number in column {}, got \"{}\"", col, t));
+  return v;
 }
 
 std::int64_t result::affected() const {
@@ -140,46 +146,58 @@ std::vector<std::string> parse_array_literal(std::string_view text) {
 }
 
 std::string redact_dsn(std::string_view dsn) {
-  std::string s(dsn);
-  // URI form: scheme://user:password@host
-  if (auto scheme = s.find("://"); scheme != std::string::npos) {
-    auto at = s.find('@', scheme + 3);
-    auto colon = s.find(':', scheme + 3);
-    if (at != std::string::npos && colon != std::string::npos && colon < at)
-      s.replace(colon + 1, at - colon - 1, "***");
-    if (auto q = s.find("password=", scheme); q != std::string::npos) {
-      auto end = s.find('&', q);
-      s.replace(q + 9, (end == std::string::npos ? s.size() : end) - q - 9, "***");
-    }
-    return s;
+  // Rebuilt from libpq's own parse, so every spelling libpq accepts (quoted values, escapes,
+  // URIs, percent-encoding) loses its password; a DSN libpq cannot parse is not echoed at all.
+  std::string text(dsn);
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(text.c_str(), &err);
+  if (opts == nullptr) {
+    PQfreemem(err);
+    return "<unparsable connection string>";
   }
-  // key=value form: password=secret or password='sec ret'
-  for (std::size_t pos = s.find("password"); pos != std::string::npos;
-       pos = s.find("password", pos + 1)) {
-    auto eq = s.find_first_not_of(' ', pos + 8);
-    if (eq == std::string::npos || s[eq] != '=')
+  std::string out;
+  for (auto* o = opts; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr)
       continue;
-    auto start = s.find_first_not_of(' ', eq + 1);
-    if (start == std::string::npos)
-      break;
-    std::size_t end = start;
-    if (s[start] == '\'') {
-      end = start + 1;
-      while (end < s.size() && s[end] != '\'') {
-        if (s[end] == '\\')
-          ++end;
-        ++end;
-      }
-      end = std::min(end + 1, s.size());
-    } else {
-      end = s.find(' ', start);
-      if (end == std::string::npos)
-        end = s.size();
-    }
-    s.replace(start, end - start, "***");
+    if (!out.empty())
+      out.push_back(' ');
+    out += o->keyword;
+    out.push_back('=');
+    out += std::string_view(o->keyword) == "password" ? std::string("***") : std::string(o->val);
   }
-  return s;
+  PQconninfoFree(opts);
+  return out.empty() ? "<libpq defaults>" : out;
 }
+
+namespace {
+
+// Refuses a DSN libpq cannot parse, before connecting. libpq's explanation quotes fragments of
+// the DSN, so it is only passed on when the DSN cannot hold a password.
+void check_parsable(const std::string& dsn) {
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
+  if (opts != nullptr) {
+    PQconninfoFree(opts);
+    return;
+  }
+  std::string detail = err ? trim(err) : std::string();
+  PQfreemem(err);
+  bool may_hold_secret = dsn.find("password") != std::string::npos ||
+                         dsn.find('@') != std::string::npos;
+  throw error(errc::invalid_argument,
+              "invalid PostgreSQL connection string" +
+                (may_hold_secret || detail.empty() ? std::string() : ": " + detail));
+}
+
+// Server notices (e.g. "already exists, skipping") go to the log at debug level, not stderr.
+void forward_notice(void*, const char* message) {
+  std::string text(message);
+  while (!text.empty() && text.back() == '\n')
+    text.pop_back();
+  log().debug("postgres: {}", text);
+}
+
+} // namespace
 
 void connection::deleter::operator()(pg_conn* c) const noexcept { PQfinish(raw(c)); }
 
@@ -189,9 +207,11 @@ connection& connection::operator=(connection&&) noexcept = default;
 connection::~connection() = default;
 
 connection connection::open(const std::string& dsn, std::string_view application_name) {
-  const char* keys[] = {"dbname", "application_name", "fallback_application_name", nullptr};
+  check_parsable(dsn);
+  // The DSN comes after our application name, so one set in the DSN wins.
+  const char* keys[] = {"application_name", "dbname", nullptr};
   std::string app(application_name);
-  const char* values[] = {dsn.c_str(), app.c_str(), "troupe", nullptr};
+  const char* values[] = {app.c_str(), dsn.c_str(), nullptr};
   PGconn* c = PQconnectdbParams(keys, values, 1);
   if (c == nullptr)
     throw error(errc::connection_lost, "cannot allocate a PostgreSQL connection");
@@ -201,6 +221,7 @@ connection connection::open(const std::string& dsn, std::string_view application
     throw error(errc::connection_lost,
                 fmt::format("cannot connect to PostgreSQL ({}): {}", redact_dsn(dsn), msg));
   }
+  PQsetNoticeProcessor(c, forward_notice, nullptr);
   connection out(c);
   // Custom plans always: a generic plan built while a table is empty can stay on a bad join.
   out.exec("SET plan_cache_mode = force_custom_plan", "session_setup");

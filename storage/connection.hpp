@@ -49,13 +49,15 @@ std::string array_literal(const std::vector<std::optional<std::string>>& items);
 /// Parses a one-dimensional text array literal as PostgreSQL prints it.
 std::vector<std::string> parse_array_literal(std::string_view text);
 
-/// `dsn` with any password replaced by "***", for logs and errors.
+/// `dsn` as libpq parses it, with any password replaced by "***", for logs and errors; a DSN
+/// libpq cannot parse is not echoed.
 std::string redact_dsn(std::string_view dsn);
 
 /// An open connection. Statements run through run() are prepared on first use under their name.
 class connection {
 public:
-  /// Opens a connection; throws troupe::error(connection_lost) naming the (redacted) target.
+  /// Opens a connection; throws troupe::error: invalid_argument for a DSN libpq cannot parse,
+  /// connection_lost naming the (redacted) target when the server cannot be reached.
   static connection open(const std::string& dsn, std::string_view application_name);
 
   connection(connection&&) noexcept;

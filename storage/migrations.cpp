@@ -13,6 +13,12 @@ std::string versions_table_name(const area& a) {
   return quote_identifier(a.schema) + "." + quote_identifier(a.prefix + "versions");
 }
 
+std::string trim_trailing(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
 std::string quote_literal(std::string_view s) {
   std::string out = "'";
   for (char c : s) {
@@ -69,13 +75,23 @@ std::vector<int> migrate(connection& conn, const statement_set& stmts) {
 
 std::string migration_script(const area& a, int from_version) {
   validate_area(a);
-  std::string out = fmt::format("-- Troupe migrations {}..{} for schema {}, table prefix \"{}\"\n",
-                                from_version + 1, latest_migration(), a.schema, a.prefix);
+  auto latest = latest_migration();
+  std::string out =
+    from_version >= latest
+      ? fmt::format("-- Troupe: schema {}, table prefix \"{}\" at version {} needs no migration\n",
+                    a.schema, a.prefix, from_version)
+      : fmt::format("-- Troupe migrations {}..{} for schema {}, table prefix \"{}\"\n",
+                    from_version + 1, latest, a.schema, a.prefix);
+  auto statement = [&](std::string_view name) {
+    for (const auto& st : embedded::statements())
+      if (st.name == name)
+        return trim_trailing(render_sql(st.text, a)) + ";\n";
+    throw error(errc::bug, fmt::format("no SQL statement named {}", name));
+  };
   out += "BEGIN;\n";
+  out += statement("migration_lock");
   out += fmt::format("CREATE SCHEMA IF NOT EXISTS {};\n", quote_identifier(a.schema));
-  for (const auto& st : embedded::statements())
-    if (st.name == "create_versions_table")
-      out += render_sql(st.text, a) + ";\n";
+  out += statement("create_versions_table");
   for (const auto& m : embedded::migrations()) {
     if (m.number <= from_version)
       continue;

@@ -1,6 +1,6 @@
 -- Troupe migration 1: the queue table, its state enum, and the nodes registry.
--- {{schema}}, {{t:NAME}} (schema-qualified, prefixed table or type) and {{n:NAME}} (prefixed
--- bare name, for indexes) are replaced with quoted identifiers of the area before it runs.
+-- Identifiers are written as placeholders that name the area's schema and table prefix; see
+-- storage/statements.hpp for how they are filled in.
 
 CREATE SCHEMA IF NOT EXISTS {{schema}};
 

@@ -160,7 +160,9 @@ using node_actor = caf::typed_actor<
   // a hint for one queue ("" = every queue), from the listener or the janitor
   caf::reacts_to<wake_atom, std::string>,
   // the listener registered the node
-  caf::reacts_to<registered_atom, std::int32_t>>;
+  caf::reacts_to<registered_atom, std::int32_t>,
+  // its own timer: the deadline for the listener to deregister during a stop
+  caf::reacts_to<poll_atom>>;
 
 /// Turns a Troupe error code and text into a CAF error (category "troupe").
 caf::error make_caf_error(errc code, std::string text);

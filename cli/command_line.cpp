@@ -1,0 +1,268 @@
+#include "cli/command_line.hpp"
+
+#include "storage/connection.hpp"
+#include "storage/migrations.hpp"
+#include "troupe/error.hpp"
+
+#include <libpq-fe.h>
+
+#include <charconv>
+#include <cstddef>
+
+namespace troupe::cli {
+
+namespace {
+
+/// One option as typed: `--name value` or `--name=value`.
+struct option_token {
+  std::string_view name;
+  std::optional<std::string_view> inline_value;
+};
+
+bool is_option(std::string_view arg) {
+  return arg.size() > 1 && arg[0] == '-';
+}
+
+option_token split_option(std::string_view arg) {
+  if (arg.starts_with("--")) {
+    if (auto eq = arg.find('='); eq != std::string_view::npos)
+      return {arg.substr(0, eq), arg.substr(eq + 1)};
+  }
+  return {arg, std::nullopt};
+}
+
+bool is_help(std::string_view name) {
+  return name == "-h" || name == "--help";
+}
+
+bool is_global_option(std::string_view name) {
+  return name == "--dsn" || name == "--schema" || name == "--prefix";
+}
+
+/// Text typed by the user, safe to echo in an error: a DSN typed in the wrong place shows no
+/// password.
+std::string echo(std::string_view typed) {
+  return storage::redact_dsn(typed);
+}
+
+/// Walks the arguments left to right; owns no data beyond the caller's vector.
+class argument_cursor {
+public:
+  explicit argument_cursor(const std::vector<std::string_view>& args) : args_(args) {}
+
+  bool done() const noexcept { return pos_ >= args_.size(); }
+  std::string_view peek() const { return args_[pos_]; }
+  std::string_view next() { return args_[pos_++]; }
+
+  /// The value of option `opt`: its `=value` part, or the next argument.
+  std::string_view value_of(const option_token& opt) {
+    if (opt.inline_value)
+      return *opt.inline_value;
+    if (done())
+      throw usage_error("option " + std::string(opt.name) + " needs a value");
+    return next();
+  }
+
+private:
+  const std::vector<std::string_view>& args_;
+  std::size_t pos_ = 0;
+};
+
+void reject_value(const option_token& opt) {
+  if (opt.inline_value)
+    throw usage_error("option " + std::string(opt.name) + " takes no value");
+}
+
+[[noreturn]] void unknown_option(const option_token& opt, std::string_view verb_name) {
+  std::string msg = "unknown option " + echo(opt.name) + " for " + std::string(verb_name);
+  if (is_global_option(opt.name))
+    msg += " (global options go before the verb)";
+  throw usage_error(msg);
+}
+
+[[noreturn]] void unexpected_argument(std::string_view arg, std::string_view verb_name) {
+  throw usage_error("unexpected argument " + echo(arg) + " for " + std::string(verb_name));
+}
+
+int parse_version(std::string_view text, std::string_view option) {
+  int value = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  bool digits_only = !text.empty() && text[0] != '-' && text[0] != '+';
+  if (!digits_only || ec != std::errc{} || end != text.data() + text.size())
+    throw usage_error("option " + std::string(option) + " needs a non-negative integer, got \"" +
+                      echo(text) + "\"");
+  if (value > storage::latest_migration())
+    throw usage_error("option " + std::string(option) + " is " + std::string(text) +
+                      ", above this troupe's latest migration " +
+                      std::to_string(storage::latest_migration()));
+  return value;
+}
+
+/// Runs a validator from troupe/area.hpp, turning its error (which quotes the value) into a
+/// usage error.
+template <class Validate>
+void validate(Validate&& check) {
+  try {
+    check();
+  } catch (const troupe::error& e) {
+    throw usage_error(echo(e.what()));
+  }
+}
+
+/// Whether libpq reads `dsn` as a connection string (key=value or URI) rather than as a bare
+/// database name: the rule of PQconnectdbParams' expand_dbname.
+bool is_connection_string(std::string_view dsn) {
+  return dsn.starts_with("postgresql://") || dsn.starts_with("postgres://") ||
+         dsn.find('=') != std::string_view::npos;
+}
+
+/// Refuses a malformed connection string before connecting. libpq's parse errors quote pieces
+/// of the string (`missing "=" after "cret"`, `invalid percent-encoded token: "s3cr%zz"`) that
+/// can be part of a password, so the explanation is withheld when the string holds one.
+void check_dsn_syntax(const std::string& dsn) {
+  if (!is_connection_string(dsn))
+    return;
+  char* err = nullptr;
+  if (PQconninfoOption* parsed = PQconninfoParse(dsn.c_str(), &err)) {
+    PQconninfoFree(parsed);
+    return;
+  }
+  std::string detail = err ? err : "out of memory";
+  if (err)
+    PQfreemem(err);
+  while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' '))
+    detail.pop_back();
+  if (storage::redact_dsn(dsn) != dsn)
+    throw usage_error("the connection string is malformed (libpq's explanation is withheld "
+                      "because it can quote part of the password)");
+  throw usage_error("the connection string is malformed: " + detail);
+}
+
+/// `init`, `upgrade`: only --json.
+void parse_migrate_options(argument_cursor& cur, command_line& cl, std::string_view verb_name) {
+  while (!cur.done()) {
+    auto arg = cur.next();
+    if (!is_option(arg))
+      unexpected_argument(arg, verb_name);
+    auto opt = split_option(arg);
+    if (is_help(opt.name)) {
+      cl.what = verb::help;
+      return;
+    }
+    if (opt.name != "--json")
+      unknown_option(opt, verb_name);
+    reject_value(opt);
+    cl.json = true;
+  }
+}
+
+/// `stats [--json] [--queue Q]`.
+void parse_stats_options(argument_cursor& cur, command_line& cl) {
+  while (!cur.done()) {
+    auto arg = cur.next();
+    if (!is_option(arg))
+      unexpected_argument(arg, "stats");
+    auto opt = split_option(arg);
+    if (is_help(opt.name)) {
+      cl.what = verb::help;
+      return;
+    }
+    if (opt.name == "--json") {
+      reject_value(opt);
+      cl.json = true;
+    } else if (opt.name == "--queue") {
+      std::string queue(cur.value_of(opt));
+      validate([&] { validate_queue_name(queue); });
+      cl.queue = std::move(queue);
+    } else {
+      unknown_option(opt, "stats");
+    }
+  }
+}
+
+/// `sql init` and `sql upgrade --from N`.
+void parse_sql_options(argument_cursor& cur, command_line& cl) {
+  std::optional<std::string_view> sub;
+  std::optional<int> from;
+  while (!cur.done()) {
+    auto arg = cur.next();
+    if (!is_option(arg)) {
+      if (sub)
+        unexpected_argument(arg, "sql " + std::string(*sub));
+      if (arg != "init" && arg != "upgrade")
+        throw usage_error("unknown sql verb " + echo(arg) + " (expected init or upgrade)");
+      sub = arg;
+      continue;
+    }
+    auto opt = split_option(arg);
+    if (is_help(opt.name)) {
+      cl.what = verb::help;
+      return;
+    }
+    if (opt.name != "--from" || sub == "init")
+      unknown_option(opt, sub ? "sql " + std::string(*sub) : std::string("sql"));
+    from = parse_version(cur.value_of(opt), opt.name);
+  }
+  if (!sub)
+    throw usage_error("sql needs init or upgrade: troupe sql init, troupe sql upgrade --from N");
+  if (*sub == "init") {
+    if (from)
+      throw usage_error("unknown option --from for sql init");
+    cl.what = verb::sql_init;
+    return;
+  }
+  if (!from)
+    throw usage_error("sql upgrade needs --from N, the version the area is at");
+  cl.what = verb::sql_upgrade;
+  cl.from_version = *from;
+}
+
+} // namespace
+
+command_line parse_command_line(const std::vector<std::string_view>& args, const char* env_dsn) {
+  command_line cl;
+  argument_cursor cur(args);
+  std::optional<std::string> dsn;
+  while (!cur.done() && is_option(cur.peek())) {
+    auto opt = split_option(cur.next());
+    if (is_help(opt.name)) {
+      reject_value(opt);
+      cl.what = verb::help;
+      return cl;
+    }
+    if (opt.name == "--dsn")
+      dsn = std::string(cur.value_of(opt));
+    else if (opt.name == "--schema")
+      cl.where.schema = std::string(cur.value_of(opt));
+    else if (opt.name == "--prefix")
+      cl.where.prefix = std::string(cur.value_of(opt));
+    else
+      throw usage_error("unknown global option " + echo(opt.name) +
+                        " (a verb's own options go after the verb)");
+  }
+  cl.dsn = dsn ? *dsn : std::string(env_dsn ? env_dsn : "");
+  if (cur.done())
+    throw usage_error("no verb given");
+  auto verb_name = cur.next();
+  if (verb_name == "help") {
+    cl.what = verb::help;
+  } else if (verb_name == "init" || verb_name == "upgrade") {
+    cl.what = verb_name == "init" ? verb::init : verb::upgrade;
+    parse_migrate_options(cur, cl, verb_name);
+  } else if (verb_name == "sql") {
+    parse_sql_options(cur, cl);
+  } else if (verb_name == "stats") {
+    cl.what = verb::stats;
+    parse_stats_options(cur, cl);
+  } else {
+    throw usage_error("unknown verb " + echo(verb_name));
+  }
+  // Before any connection, but after the verb: `troupe --schema X help` still helps.
+  if (cl.what != verb::help)
+    validate([&] { validate_area(cl.where); });
+  if (cl.what == verb::init || cl.what == verb::upgrade || cl.what == verb::stats)
+    check_dsn_syntax(cl.dsn);
+  return cl;
+}
+
+} // namespace troupe::cli

@@ -1,0 +1,51 @@
+// The `troupe` command line: global options before the verb, then the verb and its options,
+// parsed and validated into one plain struct before anything touches the database. Plain C++,
+// no CAF.
+#pragma once
+
+#include "troupe/area.hpp"
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::cli {
+
+/// A wrong command line (unknown verb or option, missing or bad value): exit status 2.
+class usage_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What the user asked for.
+enum class verb {
+  help,        ///< print the usage text
+  init,        ///< create the area (apply every migration)
+  upgrade,     ///< apply the migrations an initialized area lacks
+  sql_init,    ///< print the SQL that creates the area
+  sql_upgrade, ///< print the SQL that upgrades the area from `from_version`
+  stats,       ///< per-queue counts
+};
+
+/// One parsed and validated command line.
+struct command_line {
+  verb what = verb::help;
+  /// libpq connection string or URI; empty means libpq's PG* environment variables.
+  std::string dsn;
+  /// The area, already validated.
+  area where;
+  /// `--json` of init, upgrade and stats.
+  bool json = false;
+  /// `--queue` of stats, already validated.
+  std::optional<std::string> queue;
+  /// `--from` of `sql upgrade`.
+  int from_version = 0;
+};
+
+/// Parses `args` (argv without the program name). `env_dsn` is $TROUPE_DSN, or nullptr when it
+/// is unset. Throws usage_error naming the offending option or value.
+command_line parse_command_line(const std::vector<std::string_view>& args, const char* env_dsn);
+
+} // namespace troupe::cli

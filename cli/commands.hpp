@@ -1,0 +1,24 @@
+// The verbs of the `troupe` command. Each opens its own connection when it needs one, writes
+// its report to `out`, and throws troupe::error (exit status 1) when the database or the area
+// is not as it needs to be.
+#pragma once
+
+#include "cli/command_line.hpp"
+
+#include <ostream>
+
+namespace troupe::cli {
+
+/// `troupe init`: applies every migration the area lacks (creating it when absent).
+void run_init(const command_line& cl, std::ostream& out);
+
+/// `troupe upgrade`: the same migrations, refused when the area was never initialized.
+void run_upgrade(const command_line& cl, std::ostream& out);
+
+/// `troupe sql init` / `troupe sql upgrade --from N`: prints the migration SQL; no connection.
+void run_sql(const command_line& cl, std::ostream& out);
+
+/// `troupe stats`: per-queue counts, ready, scheduled and the age of the oldest ready message.
+void run_stats(const command_line& cl, std::ostream& out);
+
+} // namespace troupe::cli

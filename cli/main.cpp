@@ -1,0 +1,96 @@
+// `troupe`: create, upgrade and inspect a Troupe area from the shell. Plain C++ over the storage
+// layer (no CAF). Exit status: 0 success, 1 runtime or database error, 2 usage error.
+
+#include "cli/command_line.hpp"
+#include "cli/commands.hpp"
+
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+constexpr int exit_ok = 0;
+constexpr int exit_failure = 1;
+constexpr int exit_usage = 2;
+
+constexpr std::string_view usage_text = R"(usage: troupe [GLOBAL OPTIONS] VERB [OPTIONS]
+
+Create, upgrade and inspect a Troupe area (a PostgreSQL schema and table prefix).
+
+Verbs:
+  init [--json]               create the area, or apply the migrations it lacks
+  upgrade [--json]            apply the migrations an initialized area lacks
+  sql init                    print the SQL that creates the area (no connection)
+  sql upgrade --from N        print the SQL that upgrades the area from version N
+                              (no connection)
+  stats [--json] [--queue Q]  per-queue message counts by state, ready, scheduled and
+                              the age of the oldest ready message
+  help                        print this help
+
+Global options (before the verb):
+  --dsn DSN      libpq connection string or URI (default: $TROUPE_DSN, else
+                 libpq's PG* environment variables)
+  --schema NAME  schema of the area (default: troupe)
+  --prefix P     table name prefix of the area (default: empty)
+  -h, --help     print this help
+
+Options take their value as "--opt VALUE" or "--opt=VALUE".
+Exit status: 0 success, 1 runtime or database error, 2 usage error.
+)";
+
+/// Prints `troupe: <message>`. Messages hold no password: the storage layer redacts the DSN in
+/// its errors, and the command line parser redacts what it echoes and refuses a malformed DSN
+/// before libpq can quote pieces of it.
+void report(std::string_view message) {
+  std::cerr << "troupe: " << message << '\n';
+}
+
+int run(const troupe::cli::command_line& cl) {
+  using troupe::cli::verb;
+  switch (cl.what) {
+  case verb::help:
+    std::cout << usage_text;
+    break;
+  case verb::init:
+    troupe::cli::run_init(cl, std::cout);
+    break;
+  case verb::upgrade:
+    troupe::cli::run_upgrade(cl, std::cout);
+    break;
+  case verb::sql_init:
+  case verb::sql_upgrade:
+    troupe::cli::run_sql(cl, std::cout);
+    break;
+  case verb::stats:
+    troupe::cli::run_stats(cl, std::cout);
+    break;
+  }
+  if (!std::cout.flush()) {
+    report("cannot write to standard output");
+    return exit_failure;
+  }
+  return exit_ok;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  troupe::cli::command_line cl;
+  try {
+    cl = troupe::cli::parse_command_line(args, std::getenv("TROUPE_DSN"));
+  } catch (const troupe::cli::usage_error& e) {
+    report(e.what());
+    std::cerr << "run 'troupe --help' for usage\n";
+    return exit_usage;
+  }
+  try {
+    return run(cl);
+  } catch (const std::exception& e) {
+    report(e.what());
+    return exit_failure;
+  }
+}

@@ -1,0 +1,37 @@
+// What the `troupe` command prints: the text and JSON forms of its reports, as pure functions
+// of plain values (no connection), so their format can be tested on its own.
+#pragma once
+
+#include "storage/records.hpp"
+#include "troupe/area.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe::cli {
+
+/// `schema troupe (prefix "")`: how messages name an area.
+std::string describe_area(const area& a);
+
+/// Same, but the prefix only when it is not empty: `schema troupe`.
+std::string describe_area_short(const area& a);
+
+/// Seconds rounded to milliseconds, in the shortest plain decimal form (`0`, `1.2`, `3600`);
+/// negative or non-finite values print as `0`. Valid JSON number and readable text.
+std::string format_seconds(double seconds);
+
+/// One block per queue: `queue NAME`, then `  state: count` lines, blocks separated by an empty
+/// line; `no queues with messages` when `stats` is empty.
+std::string format_stats_text(const std::vector<storage::queue_stats>& stats);
+
+/// `{"queues":[{"queue":..,"counts":{..},"ready":..,"scheduled":..,"oldest_ready_seconds":..}]}`
+/// on one line.
+std::string format_stats_json(const std::vector<storage::queue_stats>& stats);
+
+/// `{"schema":..,"prefix":..,["from":A,]"version":B,"applied":[..]}` on one line; `from` only
+/// when given (upgrade).
+std::string format_migration_json(const area& a, std::optional<int> from, int version,
+                                  const std::vector<int>& applied);
+
+} // namespace troupe::cli

@@ -1,0 +1,189 @@
+#define CAF_SUITE worker_node
+#include <caf/test/unit_test.hpp>
+
+#include "scratch_area.hpp"
+#include "storage/queries.hpp"
+#include "troupe/caf.hpp"
+#include "troupe/client.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <thread>
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+task_ref<int(int, int)> add{"add"};
+task_ref<void(int)> nap{"nap"};
+task_ref<void()> ghost{"ghost"}; // never registered on the node
+
+std::atomic<int> naps_started{0};
+
+struct fixture {
+  testkit::scratch_area area;
+  client producer{client_options{area.dsn(), area.where()}};
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::shared_ptr<task_registry> tasks = std::make_shared<task_registry>();
+
+  fixture() {
+    sys = std::make_unique<caf::actor_system>(cfg);
+    tasks->define(add, [](int a, int b) { return a + b; });
+    tasks->define(nap, [](int ms) {
+      ++naps_started;
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    });
+  }
+
+  node_options options(std::int32_t concurrency = 4, std::int32_t prefetch = 8) {
+    node_options o;
+    o.dsn = area.dsn();
+    o.area = area.where();
+    o.name = "test-node";
+    queue_options q;
+    q.concurrency = concurrency;
+    q.prefetch = prefetch;
+    q.poll_interval = 10s; // long: these tests rely on notifications, not the poll
+    o.queues.push_back(q);
+    o.janitor_interval = 500ms;
+    o.shutdown_grace = 5s;
+    return o;
+  }
+
+  std::int64_t count(const std::string& where) {
+    return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
+  }
+
+  node_report stop(const node_actor& node) {
+    caf::scoped_actor self{*sys};
+    node_report out;
+    self->request(node, 30s, stop_atom_v)
+      .receive([&](const node_report& r) { out = r; },
+               [&](caf::error& e) { CAF_FAIL("stop failed: " << describe(e)); });
+    return out;
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(worker_node_tests, fixture)
+
+CAF_TEST(a node runs published messages and stores their results) {
+  auto node = spawn_worker_node(*sys, options(), tasks);
+  std::vector<message> batch;
+  for (int i = 0; i < 200; ++i)
+    batch.push_back(add(i, 1));
+  producer.enqueue_batch(batch);
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 200; }, 20s));
+  CAF_CHECK_EQUAL(count("state = 'done' AND result::int = (args->>0)::int + 1 AND attempts = 1"),
+                  200);
+  auto r = stop(node);
+  CAF_CHECK_EQUAL(r.executed, 200);
+  CAF_CHECK_EQUAL(count("state <> 'done'"), 0);
+}
+
+CAF_TEST(unknown tasks and undecodable arguments are failed with a reason) {
+  auto node = spawn_worker_node(*sys, options(), tasks);
+  auto lost = producer.enqueue(ghost());
+  auto bad = add(1, 2);
+  bad.args_json = R"(["one", 2])";
+  producer.enqueue(bad);
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'failed'") == 2; }, 20s));
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND error->>'type' = 'troupe::unknown_task' "
+                                    "AND error->>'text' LIKE '%ghost%'",
+                                    lost.id)),
+                  1);
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND error->>'type' = "
+                                    "'troupe::decode_failed'",
+                                    bad.id)),
+                  1);
+  // The node goes on working.
+  producer.enqueue(add(2, 2));
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done' AND result = '4'") == 1; }, 20s));
+  stop(node);
+}
+
+CAF_TEST(a stale or malformed notification is ignored) {
+  auto node = spawn_worker_node(*sys, options(), tasks);
+  auto channel = quote_identifier(wake_channel(area.where()));
+  for (const char* payload : {"", "Not A Queue", "{\"message_id\":1}", "no_such_queue", "default"})
+    area.sql().exec_params("SELECT pg_notify($1, $2)", {wake_channel(area.where()), payload},
+                           "notify");
+  producer.enqueue(add(20, 22));
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done' AND result = '42'") == 1; }, 20s));
+  caf::scoped_actor self{*sys};
+  bool alive = false;
+  self->request(node, 5s, status_atom_v)
+    .receive([&](const node_report& r) { alive = r.node_id > 0; }, [](caf::error&) {});
+  CAF_CHECK(alive);
+  (void)channel;
+  stop(node);
+}
+
+CAF_TEST(delayed messages start after their delay and in priority order) {
+  auto node = spawn_worker_node(*sys, options(1, 0), tasks);
+  auto late = producer.enqueue(add(1, 1).with_delay(1200ms));
+  auto low = producer.enqueue(add(3, 3).with_priority(10).with_delay(300ms));
+  auto high = producer.enqueue(add(2, 2).with_priority(-10).with_delay(300ms));
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 3; }, 20s));
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND started_at >= enqueued_at + "
+                                    "interval '1.1 s'",
+                                    late.id)),
+                  1);
+  CAF_CHECK_EQUAL(area.scalar(fmt::format(
+                    "SELECT ((SELECT started_at FROM {0} WHERE message_id = '{1}') <= "
+                    "(SELECT started_at FROM {0} WHERE message_id = '{2}'))::int",
+                    area.queue_table(), high.id, low.id)),
+                  1);
+  stop(node);
+}
+
+CAF_TEST(a graceful stop finishes running tasks and hands back prefetched ones) {
+  auto node = spawn_worker_node(*sys, options(1, 5), tasks);
+  naps_started = 0;
+  std::vector<message> batch;
+  for (int i = 0; i < 6; ++i)
+    batch.push_back(nap(300));
+  producer.enqueue_batch(batch);
+  CAF_CHECK(testkit::wait_until([&] { return naps_started >= 1; }, 10s));
+  auto r = stop(node);
+  CAF_CHECK_EQUAL(r.abandoned, 0);
+  CAF_CHECK_EQUAL(count("state = 'running'"), 0);
+  CAF_CHECK_EQUAL(count("state = 'done'"), r.executed);
+  CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0"), 6 - r.executed);
+  CAF_CHECK(r.released >= 1);
+  CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM {}.nodes",
+                                          quote_identifier(area.where().schema))),
+                  0);
+}
+
+CAF_TEST(two nodes share a queue and never run a message twice) {
+  auto a = spawn_worker_node(*sys, options(2, 4), tasks);
+  auto b = spawn_worker_node(*sys, options(2, 4), tasks);
+  std::vector<message> batch;
+  for (int i = 0; i < 500; ++i)
+    batch.push_back(add(i, 0));
+  producer.enqueue_batch(batch);
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 500; }, 30s));
+  CAF_CHECK_EQUAL(count("attempts <> 1"), 0);
+  auto ra = stop(a);
+  auto rb = stop(b);
+  CAF_CHECK_EQUAL(ra.executed + rb.executed, 500);
+}
+
+CAF_TEST(a CAF producer publishes through a storage pool without blocking) {
+  auto pool = spawn_storage_pool(*sys, area.dsn(), area.where());
+  caf::scoped_actor self{*sys};
+  std::vector<storage::new_message> rows{to_new_message(add(5, 5)), to_new_message(add(6, 6))};
+  std::int64_t n = 0;
+  self->request(pool, 10s, enqueue_atom_v, rows)
+    .receive([&](std::int64_t k) { n = k; }, [&](caf::error& e) { CAF_FAIL(describe(e)); });
+  CAF_CHECK_EQUAL(n, 2);
+  CAF_CHECK_EQUAL(count("state = 'queued'"), 2);
+  self->send_exit(pool, caf::exit_reason::user_shutdown);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
