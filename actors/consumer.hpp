@@ -26,7 +26,8 @@ struct consumer_settings {
 consumer_actor spawn_consumer(caf::actor_system& sys, consumer_settings settings);
 
 /// Spawns one executor: a detached actor running task code for `consumer` in slot `slot`.
-executor_actor spawn_executor(caf::local_actor* parent, std::shared_ptr<const task_registry> registry,
-                              std::string queue, consumer_actor consumer, std::int32_t slot);
+executor_actor spawn_executor(caf::local_actor* parent,
+                              std::shared_ptr<const task_registry> registry, std::string queue,
+                              consumer_actor consumer, std::int32_t slot);
 
 } // namespace troupe::actors

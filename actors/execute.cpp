@@ -26,8 +26,8 @@ std::string demangle(const char* name) {
 std::string utc_now_iso() {
   auto now = std::chrono::system_clock::now();
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
-  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", fmt::gmtime(std::chrono::system_clock::to_time_t(now)),
-                     ms.count());
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z",
+                     fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms.count());
 }
 
 storage::outcome failed(const storage::claimed_message& msg, std::string_view type,
@@ -60,8 +60,8 @@ storage::outcome execute(const task_registry& registry, const storage::claimed_m
   if (entry == nullptr)
     return failed(msg, "troupe::unknown_task",
                   fmt::format("no task named \"{}\" is registered on this node", msg.task));
-  task_context ctx{msg.id,      queue,        msg.task, msg.options_json, msg.attempt,
-                   msg.priority, msg.enqueued_at_ms};
+  task_context ctx{msg.id,      queue,        msg.task,          msg.options_json,
+                   msg.attempt, msg.priority, msg.enqueued_at_ms};
   try {
     storage::outcome o;
     o.id = msg.id;

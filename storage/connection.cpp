@@ -17,12 +17,20 @@ namespace troupe::storage {
 
 namespace {
 
-PGconn* raw(pg_conn* c) { return c; }
-PGresult* raw(pg_result* r) { return r; }
-pg_result* wrap(PGresult* r) { return r; }
+PGconn* raw(pg_conn* c) {
+  return c;
+}
+PGresult* raw(pg_result* r) {
+  return r;
+}
+pg_result* wrap(PGresult* r) {
+  return r;
+}
 
 errc classify(std::string_view sqlstate, bool connection_bad) {
-  if (connection_bad || sqlstate.starts_with("08") || sqlstate == "57P01" ||
+  // No SQLSTATE means the server sent no error at all: libpq lost the connection (libpq does not
+  // always mark it bad before the next call).
+  if (connection_bad || sqlstate.empty() || sqlstate.starts_with("08") || sqlstate == "57P01" ||
       sqlstate == "57P02" || sqlstate == "57P03")
     return errc::connection_lost;
   if (sqlstate == "40001" || sqlstate == "40P01" || sqlstate == "55P03" || sqlstate == "57014" ||
@@ -43,9 +51,13 @@ std::string trim(std::string s) {
 
 } // namespace
 
-void result::deleter::operator()(pg_result* r) const noexcept { PQclear(raw(r)); }
+void result::deleter::operator()(pg_result* r) const noexcept {
+  PQclear(raw(r));
+}
 
-int result::rows() const noexcept { return res_ ? PQntuples(raw(res_.get())) : 0; }
+int result::rows() const noexcept {
+  return res_ ? PQntuples(raw(res_.get())) : 0;
+}
 
 bool result::is_null(int row, int col) const noexcept {
   return PQgetisnull(raw(res_.get()), row, col) != 0;
@@ -182,11 +194,11 @@ void check_parsable(const std::string& dsn) {
   }
   std::string detail = err ? trim(err) : std::string();
   PQfreemem(err);
-  bool may_hold_secret = dsn.find("password") != std::string::npos ||
-                         dsn.find('@') != std::string::npos;
+  bool may_hold_secret =
+      dsn.find("password") != std::string::npos || dsn.find('@') != std::string::npos;
   throw error(errc::invalid_argument,
               "invalid PostgreSQL connection string" +
-                (may_hold_secret || detail.empty() ? std::string() : ": " + detail));
+                  (may_hold_secret || detail.empty() ? std::string() : ": " + detail));
 }
 
 // Server notices (e.g. "already exists, skipping") go to the log at debug level, not stderr.
@@ -199,7 +211,9 @@ void forward_notice(void*, const char* message) {
 
 } // namespace
 
-void connection::deleter::operator()(pg_conn* c) const noexcept { PQfinish(raw(c)); }
+void connection::deleter::operator()(pg_conn* c) const noexcept {
+  PQfinish(raw(c));
+}
 
 connection::connection(pg_conn* conn) : conn_(conn) {}
 connection::connection(connection&&) noexcept = default;
@@ -232,7 +246,9 @@ bool connection::ok() const noexcept {
   return conn_ && PQstatus(raw(conn_.get())) == CONNECTION_OK;
 }
 
-int connection::backend_pid() const noexcept { return PQbackendPID(raw(conn_.get())); }
+int connection::backend_pid() const noexcept {
+  return PQbackendPID(raw(conn_.get()));
+}
 
 void throw_error(pg_conn* conn, pg_result* res, std::string_view label) {
   std::string sqlstate;
@@ -278,8 +294,7 @@ result connection::exec(std::string_view sql, std::string_view label) {
   return check(conn_.get(), PQexec(raw(conn_.get()), text.c_str()), label);
 }
 
-result connection::exec_params(std::string_view sql, const params& values,
-                               std::string_view label) {
+result connection::exec_params(std::string_view sql, const params& values, std::string_view label) {
   std::string text(sql);
   param_arrays pa(values);
   return check(conn_.get(),

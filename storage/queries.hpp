@@ -8,9 +8,11 @@
 
 namespace troupe::storage {
 
-/// Inserts `batch` in one statement and wakes each queue once (delivered at commit).
+/// Inserts `batch` in one statement and wakes each queue once (delivered at commit). An existing
+/// id is put back in its queue when `revive` holds (re-sending a message re-runs it); a retry
+/// after a lost reply passes false so a message that already ran stays as it is.
 void enqueue_messages(connection& conn, const statement_set& stmts,
-                      const std::vector<new_message>& batch);
+                      const std::vector<new_message>& batch, bool revive = true);
 
 /// Claims up to `limit` ready messages of `queue` for `node_id`; when fewer came back, also
 /// asks when the next delayed message is due.
@@ -25,13 +27,16 @@ std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::i
 std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::int32_t node_id,
                              const std::vector<claimed_message>& messages);
 
+/// Hands back every row node `node_id` owns in `queue` except `held_ids`; returns how many.
+std::int64_t recover_unheld(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                            const std::string& queue, const std::vector<std::string>& held_ids);
+
 /// Per-queue statistics, for every queue with rows or for `only_queue`.
 std::vector<queue_stats> queue_statistics(connection& conn, const statement_set& stmts,
                                           const std::string* only_queue);
 
 /// Registers a node and takes its liveness lock on `conn`; returns the node id.
-std::int32_t register_node(connection& conn, const statement_set& stmts,
-                           const node_identity& who);
+std::int32_t register_node(connection& conn, const statement_set& stmts, const node_identity& who);
 /// Takes node `node_id`'s lock again after a reconnect, restoring its row if it was removed.
 void reregister_node(connection& conn, const statement_set& stmts, const node_identity& who,
                      std::int32_t node_id);

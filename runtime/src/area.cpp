@@ -8,8 +8,12 @@ namespace troupe {
 
 namespace {
 
-bool is_lower_alpha(char c) { return c >= 'a' && c <= 'z'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_lower_alpha(char c) {
+  return c >= 'a' && c <= 'z';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 bool is_identifier(std::string_view s) {
   if (s.empty() || !(is_lower_alpha(s[0]) || s[0] == '_'))

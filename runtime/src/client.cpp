@@ -12,8 +12,8 @@ namespace troupe {
 namespace {
 
 storage::new_message to_row(const message& m) {
-  return storage::new_message{m.id,       m.queue,    m.task,     m.args_json, m.options_json,
-                              m.priority, m.delay_ms, m.timestamp_ms};
+  return storage::new_message{m.id,           m.queue,    m.task,     m.args_json,
+                              m.options_json, m.priority, m.delay_ms, m.timestamp_ms};
 }
 
 void check(const message& m) {
@@ -35,8 +35,9 @@ struct client::impl {
   std::mutex mutex;
   std::optional<storage::connection> conn;
 
-  // Runs `f` on the connection; a lost connection is reopened and `f` tried once more, which is
-  // safe because every write here is one statement that either committed or did not.
+  // Runs `f(connection, first_try)`; a lost connection is reopened and `f` tried once more.
+  // Every write here is one statement that either committed or did not; the retry passes
+  // first_try = false so that a publish that did commit is not applied a second time.
   template <class F>
   void with_connection(F&& f) {
     std::lock_guard guard{mutex};
@@ -44,7 +45,7 @@ struct client::impl {
       try {
         if (!conn || !conn->ok())
           conn.emplace(storage::connection::open(options.dsn, options.application_name));
-        f(*conn);
+        f(*conn, attempt == 0);
         return;
       } catch (const error& e) {
         if (e.code() != errc::connection_lost || attempt > 0)
@@ -66,8 +67,9 @@ client::~client() = default;
 message client::enqueue(message m) {
   check(m);
   std::vector<storage::new_message> rows{to_row(m)};
-  impl_->with_connection(
-    [&](storage::connection& c) { storage::enqueue_messages(c, *impl_->stmts, rows); });
+  impl_->with_connection([&](storage::connection& c, bool first_try) {
+    storage::enqueue_messages(c, *impl_->stmts, rows, first_try);
+  });
   return m;
 }
 
@@ -80,8 +82,9 @@ std::vector<message> client::enqueue_batch(std::vector<message> batch) {
     check(m);
     rows.push_back(to_row(m));
   }
-  impl_->with_connection(
-    [&](storage::connection& c) { storage::enqueue_messages(c, *impl_->stmts, rows); });
+  impl_->with_connection([&](storage::connection& c, bool first_try) {
+    storage::enqueue_messages(c, *impl_->stmts, rows, first_try);
+  });
   return batch;
 }
 

@@ -6,7 +6,9 @@
 -- Inserts one or many messages in one statement (the arrays are parallel, one entry per message)
 -- and wakes each distinct queue once: PostgreSQL folds identical notifications of a transaction,
 -- and the DISTINCT keeps a 1,000-row batch to one pg_notify call per queue. Re-enqueueing an
--- existing id puts it back in the queue unless it was cancelled. eta uses the server's clock.
+-- existing id puts it back in the queue unless it was cancelled, or when $10 is false (a retry
+-- of a publish whose reply was lost must not revive a message that already ran). eta uses the
+-- server's clock.
 WITH ins AS (
   INSERT INTO {{t:queue}} AS q
          (message_id, queue_name, task_name, args, options, priority, eta, enqueued_at)
@@ -21,7 +23,7 @@ WITH ins AS (
          args = excluded.args, options = excluded.options, priority = excluded.priority,
          eta = excluded.eta, state = 'queued', owner_node = NULL, started_at = NULL,
          finished_at = NULL
-   WHERE q.state <> 'cancelled'
+   WHERE q.state <> 'cancelled' AND $10::boolean
   RETURNING q.queue_name)
 SELECT count(*) FROM (SELECT pg_notify($9, d.queue_name) FROM (SELECT DISTINCT queue_name FROM ins) d) n
 
@@ -87,6 +89,14 @@ UPDATE {{t:queue}} q
   FROM unnest($2::uuid[], $3::integer[]) AS c(id, attempt)
  WHERE q.message_id = c.id AND q.owner_node = $1 AND q.attempts = c.attempt
    AND q.state = 'running'
+
+-- name: recover_unheld
+-- After a claim whose outcome is unknown (the connection broke while it ran), node $1's consumer
+-- of queue $2 hands back every row it owns but does not hold ($3), as if never claimed.
+UPDATE {{t:queue}}
+   SET state = 'queued', owner_node = NULL, attempts = attempts - 1, started_at = NULL
+ WHERE state = 'running' AND owner_node = $1 AND queue_name = $2
+   AND message_id <> ALL ($3::uuid[])
 
 -- name: queue_stats
 -- Per queue: counts per state, ready (queued and due), scheduled (queued, not yet due) and the

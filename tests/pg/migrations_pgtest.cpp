@@ -12,9 +12,9 @@ CAF_TEST(init creates the area at the latest version and is idempotent) {
   testkit::scratch_area a; // runs migrate once
   CAF_CHECK_EQUAL(storage::current_version(a.sql(), a.statements()), storage::latest_migration());
   CAF_CHECK(storage::migrate(a.sql(), a.statements()).empty());
-  CAF_CHECK_EQUAL(a.scalar(fmt::format("SELECT count(*) FROM {}.versions",
-                                       quote_identifier(a.where().schema))),
-                  storage::latest_migration());
+  CAF_CHECK_EQUAL(
+      a.scalar(fmt::format("SELECT count(*) FROM {}.versions", quote_identifier(a.where().schema))),
+      storage::latest_migration());
   CAF_CHECK_EQUAL(a.scalar(fmt::format("SELECT count(*) FROM {}", a.queue_table())), 0);
 }
 
@@ -41,8 +41,9 @@ CAF_TEST(two prefixes share one schema without touching each other) {
   testkit::scratch_area a;
   area second{a.where().schema, "b_"};
   auto stmts = storage::make_statement_set(second);
-  CAF_CHECK_EQUAL(storage::migrate(a.sql(), *stmts).size(), std::size_t(storage::latest_migration()));
-  CAF_CHECK_EQUAL(a.scalar(fmt::format("SELECT count(*) FROM {}.b_queue",
-                                       quote_identifier(a.where().schema))),
-                  0);
+  CAF_CHECK_EQUAL(storage::migrate(a.sql(), *stmts).size(),
+                  std::size_t(storage::latest_migration()));
+  CAF_CHECK_EQUAL(
+      a.scalar(fmt::format("SELECT count(*) FROM {}.b_queue", quote_identifier(a.where().schema))),
+      0);
 }

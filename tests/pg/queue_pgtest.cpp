@@ -66,7 +66,8 @@ CAF_TEST(a claim takes at most the free slots asked for) {
     batch.push_back(job(i));
   producer.enqueue_batch(batch);
   auto n = node(area.sql());
-  CAF_CHECK_EQUAL(storage::claim_batch(area.sql(), area.statements(), "default", n, 10).messages.size(), 10u);
+  CAF_CHECK_EQUAL(
+      storage::claim_batch(area.sql(), area.statements(), "default", n, 10).messages.size(), 10u);
   CAF_CHECK_EQUAL(count("state = 'running'"), 10);
   CAF_CHECK_EQUAL(count("state = 'queued'"), 15);
 }
@@ -84,7 +85,8 @@ CAF_TEST(priority orders the whole queue and then enqueue order) {
     CAF_REQUIRE_EQUAL(c.messages.size(), 1u);
     order.push_back(c.messages[0].id);
   }
-  CAF_CHECK_EQUAL(order, (std::vector<std::string>{ids[2], ids[5], ids[1], ids[3], ids[0], ids[4]}));
+  CAF_CHECK_EQUAL(order,
+                  (std::vector<std::string>{ids[2], ids[5], ids[1], ids[3], ids[0], ids[4]}));
 }
 
 CAF_TEST(a delayed message is not claimed before its eta and its eta is reported) {
@@ -94,10 +96,11 @@ CAF_TEST(a delayed message is not claimed before its eta and its eta is reported
   CAF_CHECK(c.messages.empty());
   CAF_CHECK(c.next_eta_ms > 1000 && c.next_eta_ms <= 1500);
   CAF_CHECK(testkit::wait_until(
-    [&] {
-      return !storage::claim_batch(area.sql(), area.statements(), "default", n, 10).messages.empty();
-    },
-    5s));
+      [&] {
+        return !storage::claim_batch(area.sql(), area.statements(), "default", n, 10)
+                    .messages.empty();
+      },
+      5s));
   CAF_CHECK_EQUAL(count("state = 'running' AND started_at >= enqueued_at + interval '1.4 s'"), 1);
 }
 
@@ -136,7 +139,8 @@ CAF_TEST(a completion for a delivery the node no longer owns is refused) {
   storage::outcome stale{c.id, c.attempt + 1, storage::outcome_state::done, "1", "", 0};
   CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {stale}), 0);
   storage::outcome other_node{c.id, c.attempt, storage::outcome_state::done, "1", "", 0};
-  CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n + 1000, {other_node}), 0);
+  CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n + 1000, {other_node}),
+                  0);
   CAF_CHECK_EQUAL(count("state = 'running'"), 1);
   storage::outcome good{c.id, c.attempt, storage::outcome_state::failed, "", R"({"type":"x"})", 0};
   CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {good}), 1);
@@ -148,7 +152,8 @@ CAF_TEST(a retry outcome puts the message back with a later eta) {
   producer.enqueue(job(1));
   auto n = node(area.sql());
   auto c = storage::claim_batch(area.sql(), area.statements(), "default", n, 1).messages.at(0);
-  storage::outcome retry{c.id, c.attempt, storage::outcome_state::retry, "", R"({"type":"x"})", 60000};
+  storage::outcome retry{c.id, c.attempt,         storage::outcome_state::retry,
+                         "",   R"({"type":"x"})", 60000};
   CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {retry}), 1);
   CAF_CHECK_EQUAL(count("state = 'queued' AND eta > now() + interval '50 s' AND attempts = 1"), 1);
 }
@@ -168,13 +173,14 @@ CAF_TEST(messages of a node whose session ended are recovered by the janitor que
   {
     auto doomed = storage::connection::open(area.dsn(), "doomed-node");
     auto id = storage::register_node(doomed, area.statements(), who);
-    CAF_CHECK_EQUAL(storage::claim_batch(doomed, area.statements(), "default", id, 4).messages.size(), 4u);
+    CAF_CHECK_EQUAL(
+        storage::claim_batch(doomed, area.statements(), "default", id, 4).messages.size(), 4u);
     // A live node's messages are left alone.
     auto r = storage::reap_dead_nodes(area.sql(), area.statements());
     CAF_CHECK_EQUAL(r.recovered, 0);
   } // the session ends: its advisory lock is released
   CAF_CHECK(testkit::wait_until(
-    [&] { return storage::reap_dead_nodes(area.sql(), area.statements()).recovered == 4; }, 5s));
+      [&] { return storage::reap_dead_nodes(area.sql(), area.statements()).recovered == 4; }, 5s));
   CAF_CHECK_EQUAL(count("state = 'queued' AND owner_node IS NULL AND attempts = 1"), 4);
   auto again = storage::reap_dead_nodes(area.sql(), area.statements());
   CAF_CHECK_EQUAL(again.dead_nodes, 0);
@@ -212,16 +218,16 @@ CAF_TEST(a batch is one transaction and one notification per queue) {
   (void)got;
   std::multiset<std::string> payloads;
   CAF_CHECK(testkit::wait_until(
-    [&] {
-      listener.exec("SELECT 1");
-      for (auto* n = PQnotifies(reinterpret_cast<PGconn*>(listener.native())); n;
-           n = PQnotifies(reinterpret_cast<PGconn*>(listener.native()))) {
-        payloads.insert(n->extra);
-        PQfreemem(n);
-      }
-      return payloads.size() >= 2;
-    },
-    2s));
+      [&] {
+        listener.exec("SELECT 1");
+        for (auto* n = PQnotifies(reinterpret_cast<PGconn*>(listener.native())); n;
+             n = PQnotifies(reinterpret_cast<PGconn*>(listener.native()))) {
+          payloads.insert(n->extra);
+          PQfreemem(n);
+        }
+        return payloads.size() >= 2;
+      },
+      2s));
   CAF_CHECK_EQUAL(payloads, (std::multiset<std::string>{"even", "odd"}));
 }
 

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,10 +44,8 @@ std::string fresh_schema_name() {
 } // namespace
 
 scratch_area::scratch_area()
-  : area_{fresh_schema_name(), ""},
-    dsn_(test_dsn()),
-    stmts_(storage::make_statement_set(area_)),
-    conn_(storage::connection::open(dsn_, "troupe-test")) {
+    : area_{fresh_schema_name(), ""}, dsn_(test_dsn()), stmts_(storage::make_statement_set(area_)),
+      conn_(storage::connection::open(dsn_, "troupe-test")) {
   storage::migrate(conn_, *stmts_);
 }
 
@@ -92,6 +91,8 @@ child_process::child_process(const std::string& program, const std::vector<std::
   argv.push_back(nullptr);
   pid_ = ::fork();
   if (pid_ == 0) {
+    // Die with the test process, so a crashed or timed-out test leaves no worker behind.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     // Undo signal blocking the parent may have set up, so the child sees SIGTERM.
     sigset_t none;
     sigemptyset(&none);

@@ -21,21 +21,35 @@ std::string g_dsn;
 std::string g_schema;
 std::string g_name;
 
+// Notes a run in SCHEMA.runs. The database may be restarting (a fault test does that): keep
+// trying for a while, so the note is not what fails the task.
 void note_run(const troupe::task_context& ctx) {
   thread_local std::optional<troupe::storage::connection> conn;
-  if (!conn || !conn->ok())
-    conn.emplace(troupe::storage::connection::open(g_dsn, "troupe-test-task"));
-  conn->exec_params(fmt::format("INSERT INTO {}.runs (message_id, node, attempt) "
-                                "VALUES ($1, $2, $3)",
-                                troupe::quote_identifier(g_schema)),
-                    {ctx.message_id, g_name, std::to_string(ctx.attempt)}, "note_run");
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    try {
+      if (!conn || !conn->ok())
+        conn.emplace(troupe::storage::connection::open(g_dsn, "troupe-test-task"));
+      conn->exec_params(fmt::format("INSERT INTO {}.runs (message_id, node, attempt) "
+                                    "VALUES ($1, $2, $3)",
+                                    troupe::quote_identifier(g_schema)),
+                        {ctx.message_id, g_name, std::to_string(ctx.attempt)}, "note_run");
+      return;
+    } catch (const troupe::error& e) {
+      if (e.code() != troupe::errc::connection_lost || std::chrono::steady_clock::now() > deadline)
+        throw;
+      conn.reset();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
   if (argc < 7) {
-    std::cerr << "usage: troupe-test-worker DSN SCHEMA QUEUE CONCURRENCY PREFETCH GRACE_MS [NAME]\n";
+    std::cerr
+        << "usage: troupe-test-worker DSN SCHEMA QUEUE CONCURRENCY PREFETCH GRACE_MS [NAME]\n";
     return 2;
   }
   g_dsn = argv[1];

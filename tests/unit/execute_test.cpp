@@ -23,8 +23,13 @@ struct fixture {
   }
 
   storage::claimed_message msg(std::string task, std::string args, std::int32_t attempt = 1) {
-    return storage::claimed_message{"0190f1e2-aaaa-7bbb-8ccc-0123456789ab", std::move(task),
-                                    std::move(args), "{}", attempt, 0, 0};
+    return storage::claimed_message{"0190f1e2-aaaa-7bbb-8ccc-0123456789ab",
+                                    std::move(task),
+                                    std::move(args),
+                                    "{}",
+                                    attempt,
+                                    0,
+                                    0};
   }
 };
 

@@ -20,8 +20,8 @@ node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
 /// Spawns a storage pool of `connections` storage actors for producers inside a CAF
 /// application: `(enqueue_atom, std::vector<storage::new_message>)` publishes without
 /// blocking the caller. Stop it with send_exit.
-storage_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn,
-                                 const area& where, int connections = 1);
+storage_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn, const area& where,
+                                 int connections = 1);
 
 /// The storage row of a message (for `enqueue_atom`).
 storage::new_message to_new_message(const message& m);

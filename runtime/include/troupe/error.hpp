@@ -42,7 +42,7 @@ std::string_view to_string(errc code) noexcept;
 class error : public std::runtime_error {
 public:
   error(errc code, const std::string& what, std::string sqlstate = {})
-    : std::runtime_error(what), code_(code), sqlstate_(std::move(sqlstate)) {}
+      : std::runtime_error(what), code_(code), sqlstate_(std::move(sqlstate)) {}
 
   errc code() const noexcept { return code_; }
 

@@ -41,7 +41,7 @@ public:
   using result_type = R;
 
   task_ref(std::string name, std::string queue = "default")
-    : name_(std::move(name)), queue_(std::move(queue)) {}
+      : name_(std::move(name)), queue_(std::move(queue)) {}
 
   const std::string& name() const noexcept { return name_; }
   const std::string& queue() const noexcept { return queue_; }

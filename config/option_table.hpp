@@ -1,0 +1,70 @@
+// The table of every option Troupe's configuration knows (section, key, type, description, and
+// where the value goes), the reading of a merged caf::settings tree against it, and the reference
+// file written from it. Internal to config/: it names CAF types, so only config/ sources include
+// it.
+#pragma once
+
+#include "config/settings.hpp"
+
+#include <caf/settings.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::config::detail {
+
+/// An option's type as troupe.ini writes it.
+enum class value_kind {
+  /// "text" in double quotes.
+  string,
+  /// A 32-bit integer.
+  integer,
+  /// A CAF timespan (30s, 500ms, 2min) or an integer of milliseconds; whole milliseconds only.
+  duration,
+};
+
+/// The section of per-queue tables: `[queues]` with `name={concurrency=2, ...}`.
+inline constexpr std::string_view queues_section = "queues";
+
+/// One option as flags, help texts and the reference file present it.
+struct option_info {
+  /// "database", "area", "node" or "logging"; `queues_section` for the keys of a queue's table.
+  std::string_view section;
+  std::string_view key;
+  value_kind kind;
+  std::string_view description;
+};
+
+/// Every option: those of the plain sections in reference order, then a queue table's keys.
+const std::vector<option_info>& all_options();
+
+/// The option `key` of `section` (`queues_section` for a queue table's keys), or nullptr.
+const option_info* find_option(std::string_view section, std::string_view key);
+
+/// Whether `name` is one of Troupe's own sections.
+bool is_troupe_section(std::string_view name);
+
+/// What an error says a value of `kind` should be: "an integer", "a duration such as ...".
+std::string_view expected_text(value_kind kind);
+
+/// Throws troupe::error(invalid_argument) with `what`.
+[[noreturn]] void fail(const std::string& what);
+
+/// Runs `check` and puts `key` in front of the text of the troupe::error it throws.
+void with_key(std::string_view key, const std::function<void()>& check);
+
+/// `text` as given, or through storage::redact_dsn when it could hold a DSN password.
+std::string without_password(const std::string& text);
+
+/// Reads the merged tree of all sources into settings and validates them. Top-level keys for
+/// which `is_caf_key` holds pass untouched; `source` names the INI file in errors about unknown
+/// keys (only the file can hold those); `selection` is the --queues list, if given.
+settings read_settings(const caf::settings& tree,
+                       const std::function<bool(std::string_view)>& is_caf_key,
+                       const std::string& source,
+                       const std::optional<std::vector<std::string>>& selection);
+
+} // namespace troupe::config::detail

@@ -1,0 +1,28 @@
+// A worker binary with your own tasks compiled in: define the tasks, load troupe.ini (and the
+// environment and flags), run the node until SIGTERM/SIGINT.
+//
+//   build/bin/hello-worker --config-file=examples/hello/troupe.ini
+#include "config/settings.hpp"
+#include "hello_tasks.hpp"
+
+#include <troupe/error.hpp>
+#include <troupe/log.hpp>
+#include <troupe/worker_node.hpp>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  try {
+    auto settings = troupe::config::load(argc, argv);
+    if (settings.help_printed)
+      return 0;
+    troupe::configure_logging(settings.logging.level, settings.logging.format);
+    troupe::task_registry tasks;
+    hello::define_tasks(tasks);
+    troupe::worker_node node(settings.node, std::move(tasks));
+    return node.run().exit_code;
+  } catch (const troupe::error& e) {
+    std::cerr << "hello-worker: " << e.what() << "\n";
+    return 2;
+  }
+}

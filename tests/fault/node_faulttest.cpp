@@ -1,0 +1,163 @@
+#define CAF_SUITE node_faults
+#include <caf/test/unit_test.hpp>
+
+#include "local_postgres.hpp"
+#include "scratch_area.hpp"
+#include "storage/migrations.hpp"
+#include "troupe/client.hpp"
+#include "troupe/task.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <filesystem>
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+task_ref<void()> record{"record"};
+task_ref<void(int)> sleep_ms{"sleep_ms"};
+
+std::string worker_binary() {
+  return testkit::sibling_binary("troupe-test-worker");
+}
+
+struct fixture {
+  testkit::scratch_area area;
+  client producer{client_options{area.dsn(), area.where()}};
+
+  fixture() {
+    area.sql().exec(fmt::format("CREATE TABLE {}.runs (message_id uuid, node text, attempt int, "
+                                "at timestamptz DEFAULT clock_timestamp())",
+                                quote_identifier(area.where().schema)));
+  }
+
+  std::unique_ptr<testkit::child_process> worker(const std::string& name, int concurrency = 2,
+                                                 int prefetch = 4, int grace_ms = 5000) {
+    return std::make_unique<testkit::child_process>(
+        worker_binary(),
+        std::vector<std::string>{area.dsn(), area.where().schema, "default",
+                                 std::to_string(concurrency), std::to_string(prefetch),
+                                 std::to_string(grace_ms), name});
+  }
+
+  std::int64_t count(const std::string& where) {
+    return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
+  }
+
+  std::int64_t runs(const std::string& where) {
+    return area.scalar(fmt::format("SELECT count(*) FROM {}.runs WHERE {}",
+                                   quote_identifier(area.where().schema), where));
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(node_fault_tests, fixture)
+
+CAF_TEST(a node killed mid task loses nothing and its task finishes on another node) {
+  auto long_one = producer.enqueue(sleep_ms(2000));
+  std::vector<message> rest;
+  for (int i = 0; i < 50; ++i)
+    rest.push_back(record());
+  producer.enqueue_batch(rest);
+  auto a = worker("node-a", 1, 0);
+  CAF_REQUIRE(testkit::wait_until(
+      [&] { return runs(fmt::format("message_id = '{}' AND node = 'node-a'", long_one.id)) == 1; },
+      20s));
+  auto b = worker("node-b");
+  a->signal(SIGKILL);
+  CAF_CHECK_EQUAL(a->wait(5s), 128 + SIGKILL);
+  auto killed_at = std::chrono::steady_clock::now();
+  CAF_CHECK(testkit::wait_until(
+      [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", long_one.id)) == 1; },
+      10s));
+  auto recovered_in = std::chrono::steady_clock::now() - killed_at;
+  CAF_CHECK(recovered_in < 10s);
+  CAF_CHECK(runs(fmt::format("message_id = '{}' AND node = 'node-b'", long_one.id)) == 1);
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 51; }, 20s));
+  CAF_CHECK_EQUAL(count("state <> 'done'"), 0);
+  // Only the message that was running when node-a died ran twice.
+  CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM (SELECT message_id FROM {}.runs "
+                                          "GROUP BY 1 HAVING count(*) > 1) d",
+                                          quote_identifier(area.where().schema))),
+                  1);
+  b->signal(SIGTERM);
+  CAF_CHECK_EQUAL(b->wait(20s), 0);
+}
+
+CAF_TEST(SIGTERM stops a node gracefully with nothing lost and nothing left claimed) {
+  std::vector<message> batch;
+  for (int i = 0; i < 40; ++i)
+    batch.push_back(sleep_ms(100));
+  producer.enqueue_batch(batch);
+  auto w = worker("node-t", 2, 10, 10000);
+  CAF_REQUIRE(testkit::wait_until([&] { return runs("true") >= 4; }, 20s));
+  w->signal(SIGTERM);
+  CAF_CHECK_EQUAL(w->wait(30s), 0);
+  CAF_CHECK_EQUAL(count("state = 'running'"), 0);
+  auto done = count("state = 'done'");
+  CAF_CHECK(done >= 4);
+  CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0"), 40 - done);
+  CAF_CHECK_EQUAL(runs("true"), done); // nothing started that did not finish
+  CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM {}.nodes",
+                                          quote_identifier(area.where().schema))),
+                  0);
+  // A new node finishes the rest, each exactly once.
+  auto again = worker("node-u", 4, 10);
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 40; }, 30s));
+  CAF_CHECK_EQUAL(runs("true"), 40);
+  again->signal(SIGTERM);
+  CAF_CHECK_EQUAL(again->wait(30s), 0);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
+CAF_TEST(nodes reconnect after a PostgreSQL restart and finish every message) {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() / fmt::format("troupe-restart-{}", ::getpid());
+  fs::remove_all(dir);
+  auto pg = testkit::local_postgres::start({dir.string(), 5432, "-c fsync=off"});
+  {
+    area where{"restart_test", ""};
+    auto conn = storage::connection::open(pg.dsn(), "troupe-test");
+    storage::migrate(conn, *storage::make_statement_set(where));
+    conn.exec("CREATE TABLE restart_test.runs (message_id uuid, node text, attempt int, "
+              "at timestamptz DEFAULT clock_timestamp())");
+    client producer{client_options{pg.dsn(), where}};
+    std::vector<message> batch;
+    for (int i = 0; i < 400; ++i)
+      batch.push_back(sleep_ms(5));
+    producer.enqueue_batch(batch);
+    std::vector<std::unique_ptr<testkit::child_process>> nodes;
+    for (const char* name : {"node-r1", "node-r2"})
+      nodes.push_back(std::make_unique<testkit::child_process>(
+          worker_binary(),
+          std::vector<std::string>{pg.dsn(), "restart_test", "default", "2", "4", "10000", name}));
+    auto done = [&] {
+      try {
+        auto c = storage::connection::open(pg.dsn(), "troupe-test");
+        return c.exec("SELECT count(*) FROM restart_test.queue WHERE state = 'done'").int64(0, 0);
+      } catch (const std::exception&) {
+        return std::int64_t{-1};
+      }
+    };
+    CAF_REQUIRE(testkit::wait_until([&] { return done() >= 50; }, 30s));
+    pg.restart();
+    CAF_CHECK(testkit::wait_until([&] { return done() == 400; }, 60s));
+    auto c = storage::connection::open(pg.dsn(), "troupe-test");
+    CAF_CHECK_EQUAL(
+        c.exec("SELECT count(*) FROM restart_test.queue WHERE state <> 'done'").int64(0, 0), 0);
+    // Every message ran; a rerun is only allowed for one whose completion died with the server.
+    CAF_CHECK_EQUAL(c.exec("SELECT count(DISTINCT message_id) FROM restart_test.runs").int64(0, 0),
+                    400);
+    for (auto& n : nodes) {
+      n->signal(SIGTERM);
+      CAF_CHECK_EQUAL(n->wait(30s), 0);
+    }
+  }
+  pg.stop();
+  fs::remove_all(dir);
+}
