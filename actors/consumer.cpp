@@ -112,22 +112,23 @@ void maybe_claim(consumer_ptr self) {
   if (free <= 0 || (free < std::max(1, st.capacity() / 2) && !st.ready.empty()))
     return;
   st.claiming = free;
-  self->request(st.settings.storage, seconds(30), claim_atom_v, st.settings.queue.name,
-                st.settings.node_id, free)
-      .then([=](storage::claim_result& res) { on_claimed(self, free, res); },
-            [=](caf::error& err) {
-              auto& s = self->state;
-              s.claiming = 0;
-              s.retry_backoff =
-                  std::min(milliseconds{5000},
-                           s.retry_backoff.count() == 0 ? milliseconds{100} : s.retry_backoff * 2);
-              log().warn("claim failed queue={} statement=claim_batch error={}; retrying in {}ms",
-                         s.settings.queue.name, describe(err), s.retry_backoff.count());
-              // The claim may have committed before its reply was lost: hand back whatever it
-              // took before claiming again, or those rows would stay ours and never run.
-              s.needs_recovery = true;
-              recover_after_failed_claim(self);
-            });
+  self
+    ->request(st.settings.storage, seconds(30), claim_atom_v, st.settings.queue.name,
+              st.settings.node_id, free)
+    .then([=](storage::claim_result& res) { on_claimed(self, free, res); },
+          [=](caf::error& err) {
+            auto& s = self->state;
+            s.claiming = 0;
+            s.retry_backoff =
+              std::min(milliseconds{5000},
+                       s.retry_backoff.count() == 0 ? milliseconds{100} : s.retry_backoff * 2);
+            log().warn("claim failed queue={} statement=claim_batch error={}; retrying in {}ms",
+                       s.settings.queue.name, describe(err), s.retry_backoff.count());
+            // The claim may have committed before its reply was lost: hand back whatever it
+            // took before claiming again, or those rows would stay ours and never run.
+            s.needs_recovery = true;
+            recover_after_failed_claim(self);
+          });
 }
 
 void recover_after_failed_claim(consumer_ptr self) {
@@ -139,51 +140,51 @@ void recover_after_failed_claim(consumer_ptr self) {
   // First every outcome sent so far must be written (the batcher answers a flush only when it
   // holds nothing), so that a finished message is not mistaken for a lost claim.
   self->request(st.settings.batcher, caf::infinite, flush_atom_v)
-      .then(
-          [=](std::int64_t) {
-            auto& s = self->state;
-            std::vector<std::string> held = s.completed_during_recovery;
-            for (const auto& sl : s.slots)
-              if (sl.running)
-                held.push_back(sl.running->id);
-            for (const auto& m : s.ready)
-              held.push_back(m.id);
-            self->request(s.settings.storage, seconds(30), release_atom_v, s.settings.node_id,
-                          s.settings.queue.name, held)
-                .then(
-                    [=](std::int64_t n) {
-                      auto& s2 = self->state;
-                      s2.recovering = false;
-                      s2.needs_recovery = false;
-                      if (n > 0)
-                        log().info("{} message(s) of a claim whose reply was lost were handed back "
-                                   "queue={} statement=recover_unheld",
-                                   n, s2.settings.queue.name);
-                      finish_stop_if_idle(self);
-                      if (!s2.stopping)
-                        schedule_wake(self, s2.retry_backoff);
-                    },
-                    [=](caf::error& err) {
-                      auto& s2 = self->state;
-                      s2.recovering = false;
-                      log().warn("handing back after a failed claim failed queue={} error={}",
-                                 s2.settings.queue.name, describe(err));
-                      if (s2.stopping) {
-                        finish_stop_if_idle(
-                            self); // the janitor recovers them once the node is gone
-                        return;
-                      }
-                      schedule_wake(self, s2.retry_backoff); // maybe_claim tries the clean-up again
-                    });
-          },
-          [=](caf::error& err) {
-            auto& s = self->state;
-            s.recovering = false;
-            log().warn("flush before recovery failed: {}", describe(err));
-            finish_stop_if_idle(self);
-            if (!s.stopping)
-              schedule_wake(self, s.retry_backoff);
-          });
+    .then(
+      [=](std::int64_t) {
+        auto& s = self->state;
+        std::vector<std::string> held = s.completed_during_recovery;
+        for (const auto& sl : s.slots)
+          if (sl.running)
+            held.push_back(sl.running->id);
+        for (const auto& m : s.ready)
+          held.push_back(m.id);
+        self
+          ->request(s.settings.storage, seconds(30), release_atom_v, s.settings.node_id,
+                    s.settings.queue.name, held)
+          .then(
+            [=](std::int64_t n) {
+              auto& s2 = self->state;
+              s2.recovering = false;
+              s2.needs_recovery = false;
+              if (n > 0)
+                log().info("{} message(s) of a claim whose reply was lost were handed back "
+                           "queue={} statement=recover_unheld",
+                           n, s2.settings.queue.name);
+              finish_stop_if_idle(self);
+              if (!s2.stopping)
+                schedule_wake(self, s2.retry_backoff);
+            },
+            [=](caf::error& err) {
+              auto& s2 = self->state;
+              s2.recovering = false;
+              log().warn("handing back after a failed claim failed queue={} error={}",
+                         s2.settings.queue.name, describe(err));
+              if (s2.stopping) {
+                finish_stop_if_idle(self); // the janitor recovers them once the node is gone
+                return;
+              }
+              schedule_wake(self, s2.retry_backoff); // maybe_claim tries the clean-up again
+            });
+      },
+      [=](caf::error& err) {
+        auto& s = self->state;
+        s.recovering = false;
+        log().warn("flush before recovery failed: {}", describe(err));
+        finish_stop_if_idle(self);
+        if (!s.stopping)
+          schedule_wake(self, s.retry_backoff);
+      });
 }
 
 void dispatch(consumer_ptr self) {
@@ -210,19 +211,19 @@ void release_ready(consumer_ptr self) {
   ++st.releasing;
   auto count = static_cast<std::int64_t>(msgs.size());
   self->request(st.settings.storage, seconds(30), release_atom_v, st.settings.node_id, msgs)
-      .then(
-          [=](std::int64_t n) {
-            self->state.released += n;
-            --self->state.releasing;
-            finish_stop_if_idle(self);
-          },
-          [=](caf::error& err) {
-            // Not written: the janitor recovers them once this node is gone.
-            log().warn("could not hand back {} prefetched messages queue={}: {}", count,
-                       self->state.settings.queue.name, describe(err));
-            --self->state.releasing;
-            finish_stop_if_idle(self);
-          });
+    .then(
+      [=](std::int64_t n) {
+        self->state.released += n;
+        --self->state.releasing;
+        finish_stop_if_idle(self);
+      },
+      [=](caf::error& err) {
+        // Not written: the janitor recovers them once this node is gone.
+        log().warn("could not hand back {} prefetched messages queue={}: {}", count,
+                   self->state.settings.queue.name, describe(err));
+        --self->state.releasing;
+        finish_stop_if_idle(self);
+      });
 }
 
 void replace_executor(consumer_ptr self, std::size_t index, const caf::error& reason) {
@@ -244,8 +245,8 @@ void replace_executor(consumer_ptr self, std::size_t index, const caf::error& re
     ++st.executed;
   }
   s.executor =
-      spawn_executor(self, st.settings.registry, st.settings.queue.name,
-                     caf::actor_cast<consumer_actor>(self), static_cast<std::int32_t>(index));
+    spawn_executor(self, st.settings.registry, st.settings.queue.name,
+                   caf::actor_cast<consumer_actor>(self), static_cast<std::int32_t>(index));
 }
 
 consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings settings) {
@@ -254,7 +255,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
   auto me = caf::actor_cast<consumer_actor>(self);
   for (std::int32_t i = 0; i < st.settings.queue.concurrency; ++i)
     st.slots.push_back(
-        slot{spawn_executor(self, st.settings.registry, st.settings.queue.name, me, i), {}});
+      slot{spawn_executor(self, st.settings.registry, st.settings.queue.name, me, i), {}});
   self->set_exit_handler([=](caf::exit_msg& em) {
     auto& s = self->state;
     for (std::size_t i = 0; i < s.slots.size(); ++i) {
@@ -268,59 +269,59 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
     self->quit(em.reason ? em.reason : caf::error{caf::exit_reason::user_shutdown});
   });
   self->set_default_handler(
-      [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
-        log().warn("consumer: unexpected message {}", caf::to_string(x.content()));
-        return caf::sec::unexpected_message;
-      });
+    [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+      log().warn("consumer: unexpected message {}", caf::to_string(x.content()));
+      return caf::sec::unexpected_message;
+    });
   // The first look at the queue, then the jittered poll that backs up notifications.
   self->send(self, wake_atom_v);
   self->delayed_send(self, st.jittered(st.settings.queue.poll_interval), poll_atom_v);
   return {
-      [=](wake_atom) { maybe_claim(self); },
-      [=](executed_atom, std::int32_t index, storage::outcome& out) {
-        auto& s = self->state;
-        auto& sl = s.slots.at(static_cast<std::size_t>(index));
-        if (!sl.running || sl.running->id != out.id)
-          return; // a crashed executor's slot was already settled
-        sl.running.reset();
-        --s.running;
-        ++s.executed;
-        if (s.recovering)
-          s.completed_during_recovery.push_back(out.id);
-        self->send(s.settings.batcher, complete_atom_v, std::move(out));
-        if (s.stopping) {
-          finish_stop_if_idle(self);
-          return;
-        }
-        dispatch(self);
-        maybe_claim(self);
-      },
-      [=](stop_atom) -> caf::typed_response_promise<consumer_report> {
-        auto& s = self->state;
-        auto rp = self->make_response_promise<consumer_report>();
-        if (s.stopping) {
-          rp.deliver(s.report());
-          return rp;
-        }
-        s.stopping = true;
-        s.stop_promise = rp;
-        release_ready(self);
+    [=](wake_atom) { maybe_claim(self); },
+    [=](executed_atom, std::int32_t index, storage::outcome& out) {
+      auto& s = self->state;
+      auto& sl = s.slots.at(static_cast<std::size_t>(index));
+      if (!sl.running || sl.running->id != out.id)
+        return; // a crashed executor's slot was already settled
+      sl.running.reset();
+      --s.running;
+      ++s.executed;
+      if (s.recovering)
+        s.completed_during_recovery.push_back(out.id);
+      self->send(s.settings.batcher, complete_atom_v, std::move(out));
+      if (s.stopping) {
+        finish_stop_if_idle(self);
+        return;
+      }
+      dispatch(self);
+      maybe_claim(self);
+    },
+    [=](stop_atom) -> caf::typed_response_promise<consumer_report> {
+      auto& s = self->state;
+      auto rp = self->make_response_promise<consumer_report>();
+      if (s.stopping) {
+        rp.deliver(s.report());
         return rp;
-      },
-      [=](status_atom) { return self->state.report(); },
-      [=](poll_atom) {
-        auto& s = self->state;
-        if (s.stopping)
-          return;
-        maybe_claim(self);
-        self->delayed_send(self, s.jittered(s.settings.queue.poll_interval), poll_atom_v);
-      },
-      [=](eta_atom) {
-        auto& s = self->state;
-        if (s.eta_wake && *s.eta_wake <= steady_clock::now())
-          s.eta_wake.reset();
-        maybe_claim(self);
-      },
+      }
+      s.stopping = true;
+      s.stop_promise = rp;
+      release_ready(self);
+      return rp;
+    },
+    [=](status_atom) { return self->state.report(); },
+    [=](poll_atom) {
+      auto& s = self->state;
+      if (s.stopping)
+        return;
+      maybe_claim(self);
+      self->delayed_send(self, s.jittered(s.settings.queue.poll_interval), poll_atom_v);
+    },
+    [=](eta_atom) {
+      auto& s = self->state;
+      if (s.eta_wake && *s.eta_wake <= steady_clock::now())
+        s.eta_wake.reset();
+      maybe_claim(self);
+    },
   };
 }
 

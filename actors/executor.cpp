@@ -15,19 +15,19 @@ executor_actor::behavior_type executor_impl(executor_actor::stateful_pointer<exe
                                             std::string queue, consumer_actor consumer,
                                             std::int32_t slot) {
   self->set_default_handler(
-      [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
-        log().warn("executor: unexpected message {}", caf::to_string(x.content()));
-        return caf::sec::unexpected_message;
-      });
+    [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+      log().warn("executor: unexpected message {}", caf::to_string(x.content()));
+      return caf::sec::unexpected_message;
+    });
   return {
-      [=](run_atom, const storage::claimed_message& msg) {
-        // execute() catches everything the task throws: an exception never kills this actor.
-        auto out = execute(*registry, msg, queue);
-        if (out.state == storage::outcome_state::failed)
-          log().warn("task failed queue={} message={} task={} attempt={} error={}", queue, msg.id,
-                     msg.task, msg.attempt, out.error_json);
-        self->send(consumer, executed_atom_v, slot, std::move(out));
-      },
+    [=](run_atom, const storage::claimed_message& msg) {
+      // execute() catches everything the task throws: an exception never kills this actor.
+      auto out = execute(*registry, msg, queue);
+      if (out.state == storage::outcome_state::failed)
+        log().warn("task failed queue={} message={} task={} attempt={} error={}", queue, msg.id,
+                   msg.task, msg.attempt, out.error_json);
+      self->send(consumer, executed_atom_v, slot, std::move(out));
+    },
   };
 }
 

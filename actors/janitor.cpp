@@ -34,39 +34,41 @@ void report(janitor_ptr self, const storage::reap_report& r) {
 
 } // namespace
 
+// A function with arguments, not a capturing lambda: CAF 0.17 dereferences a null argument
+// tuple when it spawns a function object without arguments (UBSan reports it).
+static janitor_actor::behavior_type janitor_impl(janitor_ptr self, janitor_settings settings) {
+  self->state.settings = std::move(settings);
+  self->set_default_handler(
+    [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+      log().warn("janitor: unexpected message {}", caf::to_string(x.content()));
+      return caf::sec::unexpected_message;
+    });
+  self->send(self, poll_atom_v);
+  return {
+    [=](poll_atom) {
+      self->request(self->state.settings.storage, seconds(30), reap_atom_v)
+        .then([=](const storage::reap_report& r) { report(self, r); },
+              [=](caf::error& err) {
+                log().warn("janitor pass failed statement=reap_dead_nodes error={}", describe(err));
+              });
+      self->delayed_send(self, self->state.next_delay(), poll_atom_v);
+    },
+    [=](reap_atom) -> caf::typed_response_promise<storage::reap_report> {
+      auto rp = self->make_response_promise<storage::reap_report>();
+      self->request(self->state.settings.storage, seconds(30), reap_atom_v)
+        .then(
+          [=](const storage::reap_report& r) mutable {
+            report(self, r);
+            rp.deliver(r);
+          },
+          [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
+    },
+  };
+}
+
 janitor_actor spawn_janitor(caf::actor_system& sys, janitor_settings settings) {
-  return sys.spawn(
-      [settings = std::move(settings)](janitor_ptr self) mutable -> janitor_actor::behavior_type {
-        self->state.settings = std::move(settings);
-        self->set_default_handler(
-            [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
-              log().warn("janitor: unexpected message {}", caf::to_string(x.content()));
-              return caf::sec::unexpected_message;
-            });
-        self->send(self, poll_atom_v);
-        return {
-            [=](poll_atom) {
-              self->request(self->state.settings.storage, seconds(30), reap_atom_v)
-                  .then([=](const storage::reap_report& r) { report(self, r); },
-                        [=](caf::error& err) {
-                          log().warn("janitor pass failed statement=reap_dead_nodes error={}",
-                                     describe(err));
-                        });
-              self->delayed_send(self, self->state.next_delay(), poll_atom_v);
-            },
-            [=](reap_atom) -> caf::typed_response_promise<storage::reap_report> {
-              auto rp = self->make_response_promise<storage::reap_report>();
-              self->request(self->state.settings.storage, seconds(30), reap_atom_v)
-                  .then(
-                      [=](const storage::reap_report& r) mutable {
-                        report(self, r);
-                        rp.deliver(r);
-                      },
-                      [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
-              return rp;
-            },
-        };
-      });
+  return sys.spawn(janitor_impl, std::move(settings));
 }
 
 } // namespace troupe::actors

@@ -74,14 +74,14 @@ consumer_actor spawn_queue_consumer(supervisor_ptr self, const queue_options& q)
 void start_workers(supervisor_ptr self) {
   auto& st = self->state;
   st.batcher = spawn_completion_batcher(
-      self->system(), batcher_settings{st.node_id, st.storage, st.options.completion_flush_interval,
-                                       st.options.completion_batch_size});
+    self->system(), batcher_settings{st.node_id, st.storage, st.options.completion_flush_interval,
+                                     st.options.completion_batch_size});
   self->monitor(st.batcher);
   for (const auto& q : st.options.queues)
     st.consumers.emplace(q.name, spawn_queue_consumer(self, q));
   st.janitor =
-      spawn_janitor(self->system(), janitor_settings{st.storage, caf::actor_cast<node_actor>(self),
-                                                     st.options.janitor_interval});
+    spawn_janitor(self->system(), janitor_settings{st.storage, caf::actor_cast<node_actor>(self),
+                                                   st.options.janitor_interval});
   self->monitor(st.janitor);
   log().info("node started node={} name={} queues={}", st.node_id, st.identity.name,
              fmt::join(st.identity.queues, ","));
@@ -132,12 +132,12 @@ void finish_stop(supervisor_ptr self) {
     return;
   }
   self->request(st.batcher, seconds(30), flush_atom_v)
-      .then([=](std::int64_t) { done(); },
-            [=](caf::error& err) {
-              log().error("final flush of completions failed node={}: {}", self->state.node_id,
-                          describe(err));
-              done();
-            });
+    .then([=](std::int64_t) { done(); },
+          [=](caf::error& err) {
+            log().error("final flush of completions failed node={}: {}", self->state.node_id,
+                        describe(err));
+            done();
+          });
 }
 
 void consumer_stopped(supervisor_ptr self) {
@@ -159,29 +159,29 @@ void begin_stop(supervisor_ptr self) {
   for (auto& [name, c] : st.consumers) {
     auto consumer = c;
     self->request(consumer, st.options.shutdown_grace, stop_atom_v)
-        .then(
-            [=](const consumer_report& r) {
-              auto& s = self->state;
-              s.final_report.executed += r.executed;
-              s.final_report.released += r.released;
-              consumer_stopped(self);
-            },
-            [=](caf::error&) {
-              // The grace period ran out: count what is still running, and go on without it.
-              self->request(consumer, seconds(5), status_atom_v)
-                  .then(
-                      [=](const consumer_report& r) {
-                        auto& s = self->state;
-                        log().warn("{} task(s) of queue {} still running after the shutdown grace; "
-                                   "abandoning them",
-                                   r.running, r.queue);
-                        s.final_report.executed += r.executed;
-                        s.final_report.released += r.released;
-                        s.final_report.abandoned += r.running;
-                        consumer_stopped(self);
-                      },
-                      [=](caf::error&) { consumer_stopped(self); });
-            });
+      .then(
+        [=](const consumer_report& r) {
+          auto& s = self->state;
+          s.final_report.executed += r.executed;
+          s.final_report.released += r.released;
+          consumer_stopped(self);
+        },
+        [=](caf::error&) {
+          // The grace period ran out: count what is still running, and go on without it.
+          self->request(consumer, seconds(5), status_atom_v)
+            .then(
+              [=](const consumer_report& r) {
+                auto& s = self->state;
+                log().warn("{} task(s) of queue {} still running after the shutdown grace; "
+                           "abandoning them",
+                           r.running, r.queue);
+                s.final_report.executed += r.executed;
+                s.final_report.released += r.released;
+                s.final_report.abandoned += r.running;
+                consumer_stopped(self);
+              },
+              [=](caf::error&) { consumer_stopped(self); });
+        });
   }
 }
 
@@ -235,10 +235,10 @@ void on_child_down(supervisor_ptr self, caf::down_msg& dm) {
     auto old = dm.source;
     // What the dead consumer held is put back first, so the new one can claim it.
     self->request(st.storage, seconds(30), reap_atom_v, st.node_id, queue_name)
-        .then([=](std::int64_t n) { log().info("{} message(s) of {} put back", n, queue_name); },
-              [=](caf::error& err) {
-                log().warn("could not put back messages of {}: {}", queue_name, describe(err));
-              });
+      .then([=](std::int64_t n) { log().info("{} message(s) of {} put back", n, queue_name); },
+            [=](caf::error& err) {
+              log().warn("could not put back messages of {}: {}", queue_name, describe(err));
+            });
     c = spawn_queue_consumer(self, st.queue(queue_name));
     st.restarts[c.address()] = std::move(st.restarts[old]);
     st.restarts.erase(old);
@@ -263,12 +263,12 @@ node_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options opti
   st.identity.host = host;
   st.identity.pid = static_cast<std::int32_t>(::getpid());
   st.identity.name = st.options.name.empty()
-                         ? st.identity.host + ":" + std::to_string(st.identity.pid)
-                         : st.options.name;
+                       ? st.identity.host + ":" + std::to_string(st.identity.pid)
+                       : st.options.name;
   for (const auto& q : st.options.queues)
     st.identity.queues.push_back(q.name);
   st.storage =
-      spawn_storage_router(self->system(), storage_config(st), st.options.storage_connections);
+    spawn_storage_router(self->system(), storage_config(st), st.options.storage_connections);
   self->monitor(st.storage);
   spawn_listener(self);
   self->set_down_handler([=](caf::down_msg& dm) { on_child_down(self, dm); });
@@ -277,62 +277,62 @@ node_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options opti
     self->quit(em.reason);
   });
   self->set_default_handler(
-      [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
-        log().warn("node supervisor: unexpected message {}", caf::to_string(x.content()));
-        return caf::sec::unexpected_message;
-      });
+    [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+      log().warn("node supervisor: unexpected message {}", caf::to_string(x.content()));
+      return caf::sec::unexpected_message;
+    });
   return {
-      [=](registered_atom, std::int32_t id) {
-        auto& s = self->state;
-        if (s.node_id != 0)
-          return;
-        s.node_id = id;
-        if (s.stopping)
-          finish_stop(self);
-        else
-          start_workers(self);
-      },
-      [=](wake_atom, const std::string& queue) {
-        auto& s = self->state;
-        if (s.stopping)
-          return;
-        if (queue.empty()) {
-          for (auto& [name, c] : s.consumers)
-            self->send(c, wake_atom_v);
-          return;
-        }
-        auto i = s.consumers.find(queue);
-        if (i != s.consumers.end())
-          self->send(i->second, wake_atom_v);
-      },
-      [=](status_atom) {
-        auto r = self->state.final_report;
-        r.node_id = self->state.node_id;
-        return r;
-      },
-      [=](poll_atom) {
-        if (self->state.stopping) {
-          log().warn("the listener did not confirm deregistration in time");
-          deliver_stop(self);
-        }
-      },
-      [=](stop_atom) -> caf::typed_response_promise<node_report> {
-        auto rp = self->make_response_promise<node_report>();
-        auto& s = self->state;
-        if (s.stopping) {
-          rp.deliver(make_caf_error(errc::shutting_down, "the node is already stopping"));
-          return rp;
-        }
-        s.stop_promise = rp;
-        if (s.node_id == 0) {
-          // Not registered yet: nothing was claimed.
-          s.stopping = true;
-          finish_stop(self);
-          return rp;
-        }
-        begin_stop(self);
+    [=](registered_atom, std::int32_t id) {
+      auto& s = self->state;
+      if (s.node_id != 0)
+        return;
+      s.node_id = id;
+      if (s.stopping)
+        finish_stop(self);
+      else
+        start_workers(self);
+    },
+    [=](wake_atom, const std::string& queue) {
+      auto& s = self->state;
+      if (s.stopping)
+        return;
+      if (queue.empty()) {
+        for (auto& [name, c] : s.consumers)
+          self->send(c, wake_atom_v);
+        return;
+      }
+      auto i = s.consumers.find(queue);
+      if (i != s.consumers.end())
+        self->send(i->second, wake_atom_v);
+    },
+    [=](status_atom) {
+      auto r = self->state.final_report;
+      r.node_id = self->state.node_id;
+      return r;
+    },
+    [=](poll_atom) {
+      if (self->state.stopping) {
+        log().warn("the listener did not confirm deregistration in time");
+        deliver_stop(self);
+      }
+    },
+    [=](stop_atom) -> caf::typed_response_promise<node_report> {
+      auto rp = self->make_response_promise<node_report>();
+      auto& s = self->state;
+      if (s.stopping) {
+        rp.deliver(make_caf_error(errc::shutting_down, "the node is already stopping"));
         return rp;
-      },
+      }
+      s.stop_promise = rp;
+      if (s.node_id == 0) {
+        // Not registered yet: nothing was claimed.
+        s.stopping = true;
+        finish_stop(self);
+        return rp;
+      }
+      begin_stop(self);
+      return rp;
+    },
   };
 }
 

@@ -40,16 +40,16 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
     while (running && (first || self->has_next_message())) {
       first = false;
       self->receive(
-          [&](caf::exit_msg& em) {
-            running = false;
-            graceful = em.reason == caf::exit_reason::user_shutdown;
-            self->fail_state(em.reason);
-          },
-          caf::others >> [&](caf::message_view& x) -> caf::result<caf::message> {
-            log().warn("listener: unexpected message {}", caf::to_string(x.content()));
-            return caf::sec::unexpected_message;
-          },
-          caf::after(wait) >> [] {});
+        [&](caf::exit_msg& em) {
+          running = false;
+          graceful = em.reason == caf::exit_reason::user_shutdown;
+          self->fail_state(em.reason);
+        },
+        caf::others >> [&](caf::message_view& x) -> caf::result<caf::message> {
+          log().warn("listener: unexpected message {}", caf::to_string(x.content()));
+          return caf::sec::unexpected_message;
+        },
+        caf::after(wait) >> [] {});
       wait = milliseconds{0};
     }
   };
@@ -72,8 +72,8 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
         backoff = milliseconds{0};
       } catch (const error& e) {
         conn.reset();
-        backoff = std::min(s.reconnect_backoff_max,
-                           backoff.count() == 0 ? milliseconds{100} : backoff * 2);
+        backoff =
+          std::min(s.reconnect_backoff_max, backoff.count() == 0 ? milliseconds{100} : backoff * 2);
         log().warn("listener cannot reach the database ({}); retrying in {}ms", e.what(),
                    backoff.count());
         drain_mailbox(backoff);

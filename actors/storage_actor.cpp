@@ -42,12 +42,12 @@ struct storage_state {
     conn.reset();
     auto now = std::chrono::steady_clock::now();
     if (now < next_attempt)
-      throw error(errc::connection_lost,
-                  "database unavailable; next connection attempt in " +
-                      std::to_string(
-                          std::chrono::duration_cast<std::chrono::milliseconds>(next_attempt - now)
-                              .count()) +
-                      "ms");
+      throw error(
+        errc::connection_lost,
+        "database unavailable; next connection attempt in " +
+          std::to_string(
+            std::chrono::duration_cast<std::chrono::milliseconds>(next_attempt - now).count()) +
+          "ms");
     try {
       conn.emplace(storage::connection::open(settings.dsn, settings.application_name));
       if (backoff.count() > 0)
@@ -87,60 +87,56 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
                                           storage_settings settings) {
   self->state.settings = std::move(settings);
   self->set_default_handler(
-      [=](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
-        log().warn("storage actor: unexpected message {}", caf::to_string(x.content()));
-        return caf::sec::unexpected_message;
-      });
+    [=](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+      log().warn("storage actor: unexpected message {}", caf::to_string(x.content()));
+      return caf::sec::unexpected_message;
+    });
   auto& st = self->state;
   const auto& stmts = *st.settings.statements;
   return {
-      [=, &st, &stmts](claim_atom, const std::string& queue, std::int32_t node,
-                       std::int32_t limit) -> caf::result<storage::claim_result> {
-        return st.guarded([&](storage::connection& c) {
-          return storage::claim_batch(c, stmts, queue, node, limit);
-        });
-      },
-      [=, &st, &stmts](complete_atom, std::int32_t node,
-                       const std::vector<storage::outcome>& outcomes) -> caf::result<std::int64_t> {
-        return st.guarded([&](storage::connection& c) {
-          return storage::complete_batch(c, stmts, node, outcomes);
-        });
-      },
-      [=, &st,
-       &stmts](release_atom, std::int32_t node,
-               const std::vector<storage::claimed_message>& msgs) -> caf::result<std::int64_t> {
-        return st.guarded(
-            [&](storage::connection& c) { return storage::release_claimed(c, stmts, node, msgs); });
-      },
-      [=, &st, &stmts](release_atom, std::int32_t node, const std::string& queue,
-                       const std::vector<std::string>& held) -> caf::result<std::int64_t> {
-        return st.guarded([&](storage::connection& c) {
-          return storage::recover_unheld(c, stmts, node, queue, held);
-        });
-      },
-      [=, &st, &stmts](enqueue_atom, const std::vector<storage::new_message>& batch)
-          -> caf::result<std::int64_t> {
-        return st.guarded([&](storage::connection& c) {
-          storage::enqueue_messages(c, stmts, batch);
-          return static_cast<std::int64_t>(batch.size());
-        });
-      },
-      [=, &st, &stmts](reap_atom) -> caf::result<storage::reap_report> {
-        return st.guarded(
-            [&](storage::connection& c) { return storage::reap_dead_nodes(c, stmts); });
-      },
-      [=, &st, &stmts](reap_atom, std::int32_t node,
-                       const std::string& queue) -> caf::result<std::int64_t> {
-        return st.guarded([&](storage::connection& c) {
-          return storage::recover_node_queue(c, stmts, node, queue);
-        });
-      },
-      [=, &st, &stmts](stats_atom,
-                       const std::string& queue) -> caf::result<std::vector<storage::queue_stats>> {
-        return st.guarded([&](storage::connection& c) {
-          return storage::queue_statistics(c, stmts, queue.empty() ? nullptr : &queue);
-        });
-      },
+    [=, &st, &stmts](claim_atom, const std::string& queue, std::int32_t node,
+                     std::int32_t limit) -> caf::result<storage::claim_result> {
+      return st.guarded(
+        [&](storage::connection& c) { return storage::claim_batch(c, stmts, queue, node, limit); });
+    },
+    [=, &st, &stmts](complete_atom, std::int32_t node,
+                     const std::vector<storage::outcome>& outcomes) -> caf::result<std::int64_t> {
+      return st.guarded(
+        [&](storage::connection& c) { return storage::complete_batch(c, stmts, node, outcomes); });
+    },
+    [=, &st,
+     &stmts](release_atom, std::int32_t node,
+             const std::vector<storage::claimed_message>& msgs) -> caf::result<std::int64_t> {
+      return st.guarded(
+        [&](storage::connection& c) { return storage::release_claimed(c, stmts, node, msgs); });
+    },
+    [=, &st, &stmts](release_atom, std::int32_t node, const std::string& queue,
+                     const std::vector<std::string>& held) -> caf::result<std::int64_t> {
+      return st.guarded([&](storage::connection& c) {
+        return storage::recover_unheld(c, stmts, node, queue, held);
+      });
+    },
+    [=, &st, &stmts](enqueue_atom,
+                     const std::vector<storage::new_message>& batch) -> caf::result<std::int64_t> {
+      return st.guarded([&](storage::connection& c) {
+        storage::enqueue_messages(c, stmts, batch);
+        return static_cast<std::int64_t>(batch.size());
+      });
+    },
+    [=, &st, &stmts](reap_atom) -> caf::result<storage::reap_report> {
+      return st.guarded([&](storage::connection& c) { return storage::reap_dead_nodes(c, stmts); });
+    },
+    [=, &st, &stmts](reap_atom, std::int32_t node,
+                     const std::string& queue) -> caf::result<std::int64_t> {
+      return st.guarded(
+        [&](storage::connection& c) { return storage::recover_node_queue(c, stmts, node, queue); });
+    },
+    [=, &st, &stmts](stats_atom,
+                     const std::string& queue) -> caf::result<std::vector<storage::queue_stats>> {
+      return st.guarded([&](storage::connection& c) {
+        return storage::queue_statistics(c, stmts, queue.empty() ? nullptr : &queue);
+      });
+    },
   };
 }
 
@@ -186,28 +182,28 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
   });
   self->set_default_handler(caf::print_and_drop);
   return {
-      [=](claim_atom a, std::string& q, std::int32_t n, std::int32_t l) {
-        return self->delegate(self->state.pick(), a, std::move(q), n, l);
-      },
-      [=](complete_atom a, std::int32_t n, std::vector<storage::outcome>& o) {
-        return self->delegate(self->state.pick(), a, n, std::move(o));
-      },
-      [=](release_atom a, std::int32_t n, std::vector<storage::claimed_message>& m) {
-        return self->delegate(self->state.pick(), a, n, std::move(m));
-      },
-      [=](release_atom a, std::int32_t n, std::string& q, std::vector<std::string>& held) {
-        return self->delegate(self->state.pick(), a, n, std::move(q), std::move(held));
-      },
-      [=](enqueue_atom a, std::vector<storage::new_message>& b) {
-        return self->delegate(self->state.pick(), a, std::move(b));
-      },
-      [=](reap_atom a) { return self->delegate(self->state.pick(), a); },
-      [=](reap_atom a, std::int32_t n, std::string& q) {
-        return self->delegate(self->state.pick(), a, n, std::move(q));
-      },
-      [=](stats_atom a, std::string& q) {
-        return self->delegate(self->state.pick(), a, std::move(q));
-      },
+    [=](claim_atom a, std::string& q, std::int32_t n, std::int32_t l) {
+      return self->delegate(self->state.pick(), a, std::move(q), n, l);
+    },
+    [=](complete_atom a, std::int32_t n, std::vector<storage::outcome>& o) {
+      return self->delegate(self->state.pick(), a, n, std::move(o));
+    },
+    [=](release_atom a, std::int32_t n, std::vector<storage::claimed_message>& m) {
+      return self->delegate(self->state.pick(), a, n, std::move(m));
+    },
+    [=](release_atom a, std::int32_t n, std::string& q, std::vector<std::string>& held) {
+      return self->delegate(self->state.pick(), a, n, std::move(q), std::move(held));
+    },
+    [=](enqueue_atom a, std::vector<storage::new_message>& b) {
+      return self->delegate(self->state.pick(), a, std::move(b));
+    },
+    [=](reap_atom a) { return self->delegate(self->state.pick(), a); },
+    [=](reap_atom a, std::int32_t n, std::string& q) {
+      return self->delegate(self->state.pick(), a, n, std::move(q));
+    },
+    [=](stats_atom a, std::string& q) {
+      return self->delegate(self->state.pick(), a, std::move(q));
+    },
   };
 }
 

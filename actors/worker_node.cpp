@@ -58,26 +58,26 @@ run_summary worker_node::run() {
     if (impl_->stop_requested)
       break;
     self->receive(
-        [&](caf::down_msg& dm) {
-          node_down = true;
-          log().error("worker node failed: {}", describe(dm.reason));
-          summary.exit_code = 1;
-        },
-        caf::after(milliseconds{0}) >> [] {});
+      [&](caf::down_msg& dm) {
+        node_down = true;
+        log().error("worker node failed: {}", describe(dm.reason));
+        summary.exit_code = 1;
+      },
+      caf::after(milliseconds{0}) >> [] {});
   }
   if (!node_down) {
     auto limit = impl_->options.shutdown_grace + seconds(60);
     self->request(node, limit, stop_atom_v)
-        .receive(
-            [&](const node_report& r) {
-              summary.executed = r.executed;
-              summary.released = r.released;
-              summary.abandoned = r.abandoned;
-            },
-            [&](caf::error& err) {
-              log().error("graceful stop failed: {}", describe(err));
-              summary.exit_code = 1;
-            });
+      .receive(
+        [&](const node_report& r) {
+          summary.executed = r.executed;
+          summary.released = r.released;
+          summary.abandoned = r.abandoned;
+        },
+        [&](caf::error& err) {
+          log().error("graceful stop failed: {}", describe(err));
+          summary.exit_code = 1;
+        });
   }
   if (summary.abandoned > 0) {
     // Their threads are still inside task code and cannot be joined; the actor system would

@@ -42,41 +42,41 @@ struct queue_option {
 
 // In the order the reference file lists them. Defaults come from the structs themselves.
 constexpr section_option section_options[] = {
-    {"database", "dsn",
-     "libpq conninfo or URI; empty = libpq's PG* environment variables; TROUPE_DSN overrides it",
-     [](settings& s) -> field_ref { return &s.node.dsn; }},
-    {"area", "schema", "schema holding this application's Troupe tables",
-     [](settings& s) -> field_ref { return &s.node.area.schema; }},
-    {"area", "prefix", "prefix of every Troupe table name in the schema (may be empty)",
-     [](settings& s) -> field_ref { return &s.node.area.prefix; }},
-    {"node", "name", "this node's name in the nodes registry and the logs; empty = host:pid",
-     [](settings& s) -> field_ref { return &s.node.name; }},
-    {"node", "storage-connections",
-     "database connections for claims and outcomes, besides the listener's (1 to 64)",
-     [](settings& s) -> field_ref { return &s.node.storage_connections; }},
-    {"node", "shutdown-grace",
-     "duration: how long running tasks may finish after a stop is asked for",
-     [](settings& s) -> field_ref { return &s.node.shutdown_grace; }},
-    {"node", "janitor-interval", "duration: how often the janitor looks for dead nodes (>= 100ms)",
-     [](settings& s) -> field_ref { return &s.node.janitor_interval; }},
-    {"node", "completion-flush-interval",
-     "duration: longest wait before finished outcomes are written",
-     [](settings& s) -> field_ref { return &s.node.completion_flush_interval; }},
-    {"node", "completion-batch-size", "outcomes written in one statement at most (1 to 10000)",
-     [](settings& s) -> field_ref { return &s.node.completion_batch_size; }},
-    {"logging", "level", "trace, debug, info, warn, error, critical or off",
-     [](settings& s) -> field_ref { return &s.logging.level; }},
-    {"logging", "format", "log line format; only \"text\" so far",
-     [](settings& s) -> field_ref { return &s.logging.format; }},
+  {"database", "dsn",
+   "libpq conninfo or URI; empty = libpq's PG* environment variables; TROUPE_DSN overrides it",
+   [](settings& s) -> field_ref { return &s.node.dsn; }},
+  {"area", "schema", "schema holding this application's Troupe tables",
+   [](settings& s) -> field_ref { return &s.node.area.schema; }},
+  {"area", "prefix", "prefix of every Troupe table name in the schema (may be empty)",
+   [](settings& s) -> field_ref { return &s.node.area.prefix; }},
+  {"node", "name", "this node's name in the nodes registry and the logs; empty = host:pid",
+   [](settings& s) -> field_ref { return &s.node.name; }},
+  {"node", "storage-connections",
+   "database connections for claims and outcomes, besides the listener's (1 to 64)",
+   [](settings& s) -> field_ref { return &s.node.storage_connections; }},
+  {"node", "shutdown-grace",
+   "duration: how long running tasks may finish after a stop is asked for",
+   [](settings& s) -> field_ref { return &s.node.shutdown_grace; }},
+  {"node", "janitor-interval", "duration: how often the janitor looks for dead nodes (>= 100ms)",
+   [](settings& s) -> field_ref { return &s.node.janitor_interval; }},
+  {"node", "completion-flush-interval",
+   "duration: longest wait before finished outcomes are written",
+   [](settings& s) -> field_ref { return &s.node.completion_flush_interval; }},
+  {"node", "completion-batch-size", "outcomes written in one statement at most (1 to 10000)",
+   [](settings& s) -> field_ref { return &s.node.completion_batch_size; }},
+  {"logging", "level", "trace, debug, info, warn, error, critical or off",
+   [](settings& s) -> field_ref { return &s.logging.level; }},
+  {"logging", "format", "log line format; only \"text\" so far",
+   [](settings& s) -> field_ref { return &s.logging.format; }},
 };
 
 constexpr queue_option queue_options_table[] = {
-    {"concurrency", "tasks of this queue running at once, one thread each (1 to 1024)",
-     [](queue_options& q) -> field_ref { return &q.concurrency; }},
-    {"prefetch", "claimed messages held ready beyond the running ones (0 to 65535)",
-     [](queue_options& q) -> field_ref { return &q.prefetch; }},
-    {"poll-interval", "duration: the claim poll that backs up notifications (>= 10ms)",
-     [](queue_options& q) -> field_ref { return &q.poll_interval; }},
+  {"concurrency", "tasks of this queue running at once, one thread each (1 to 1024)",
+   [](queue_options& q) -> field_ref { return &q.concurrency; }},
+  {"prefetch", "claimed messages held ready beyond the running ones (0 to 65535)",
+   [](queue_options& q) -> field_ref { return &q.prefetch; }},
+  {"poll-interval", "duration: the claim poll that backs up notifications (>= 10ms)",
+   [](queue_options& q) -> field_ref { return &q.poll_interval; }},
 };
 
 constexpr std::string_view log_levels[] = {"trace", "debug",    "info", "warn",
@@ -308,7 +308,7 @@ void with_key(std::string_view key, const std::function<void()>& check) {
 std::string without_password(const std::string& text) {
   // libpq takes a password as `password=...` or inside a URI.
   auto may_hold_one =
-      text.find("password") != std::string::npos || text.find("://") != std::string::npos;
+    text.find("password") != std::string::npos || text.find("://") != std::string::npos;
   return may_hold_one ? storage::redact_dsn(text) : text;
 }
 
@@ -362,7 +362,7 @@ std::string default_config_text() {
       out += fmt::format("\n[{}]\n", section);
     }
     out +=
-        fmt::format("; {}\n{}={}\n", opt.description, opt.key, format_value(opt.field(defaults)));
+      fmt::format("; {}\n{}={}\n", opt.description, opt.key, format_value(opt.field(defaults)));
   }
   return out;
 }

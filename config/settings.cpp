@@ -48,8 +48,8 @@ public:
       if (opt.section != queues_section) // those are declared per queue name, below
         declare(opt.section, opt.key, opt.kind, opt.description);
     caf::config_option_adder{custom_options_, "global"}.add<std::vector<std::string>>(
-        queue_selection_flag.substr(2),
-        "consume only these queues (a,b,c); each takes its [queues] entry or the defaults");
+      queue_selection_flag.substr(2),
+      "consume only these queues (a,b,c); each takes its [queues] entry or the defaults");
     for (const auto& arg : args)
       declare_queue_flag(arg);
   }

@@ -195,10 +195,10 @@ void check_parsable(const std::string& dsn) {
   std::string detail = err ? trim(err) : std::string();
   PQfreemem(err);
   bool may_hold_secret =
-      dsn.find("password") != std::string::npos || dsn.find('@') != std::string::npos;
+    dsn.find("password") != std::string::npos || dsn.find('@') != std::string::npos;
   throw error(errc::invalid_argument,
               "invalid PostgreSQL connection string" +
-                  (may_hold_secret || detail.empty() ? std::string() : ": " + detail));
+                (may_hold_secret || detail.empty() ? std::string() : ": " + detail));
 }
 
 // Server notices (e.g. "already exists, skipping") go to the log at debug level, not stderr.

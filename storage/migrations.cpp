@@ -52,8 +52,8 @@ std::vector<int> migrate(connection& conn, const statement_set& stmts) {
     try {
       conn.run(stmts.get("migration_lock"), {});
       conn.exec(
-          fmt::format("CREATE SCHEMA IF NOT EXISTS {}", quote_identifier(stmts.where().schema)),
-          "create_schema");
+        fmt::format("CREATE SCHEMA IF NOT EXISTS {}", quote_identifier(stmts.where().schema)),
+        "create_schema");
       conn.run(stmts.get("create_versions_table"), {});
       auto done = conn.run(stmts.get("applied_versions"), {});
       bool present = false;
@@ -78,12 +78,11 @@ std::string migration_script(const area& a, int from_version) {
   validate_area(a);
   auto latest = latest_migration();
   std::string out =
-      from_version >= latest
-          ? fmt::format(
-                "-- Troupe: schema {}, table prefix \"{}\" at version {} needs no migration\n",
-                a.schema, a.prefix, from_version)
-          : fmt::format("-- Troupe migrations {}..{} for schema {}, table prefix \"{}\"\n",
-                        from_version + 1, latest, a.schema, a.prefix);
+    from_version >= latest
+      ? fmt::format("-- Troupe: schema {}, table prefix \"{}\" at version {} needs no migration\n",
+                    a.schema, a.prefix, from_version)
+      : fmt::format("-- Troupe migrations {}..{} for schema {}, table prefix \"{}\"\n",
+                    from_version + 1, latest, a.schema, a.prefix);
   auto statement = [&](std::string_view name) {
     for (const auto& st : embedded::statements())
       if (st.name == name)

@@ -53,16 +53,16 @@ void enqueue_messages(connection& conn, const statement_set& stmts,
   if (batch.empty())
     return;
   params p{
-      column(batch, [](const new_message& m) { return m.id; }),
-      column(batch, [](const new_message& m) { return m.queue; }),
-      column(batch, [](const new_message& m) { return m.task; }),
-      column(batch, [](const new_message& m) { return m.args_json; }),
-      column(batch, [](const new_message& m) { return m.options_json; }),
-      column(batch, [](const new_message& m) { return std::to_string(m.priority); }),
-      column(batch, [](const new_message& m) { return std::to_string(m.delay_ms); }),
-      column(batch, [](const new_message& m) { return std::to_string(m.timestamp_ms); }),
-      wake_channel(stmts.where()),
-      revive ? "true" : "false",
+    column(batch, [](const new_message& m) { return m.id; }),
+    column(batch, [](const new_message& m) { return m.queue; }),
+    column(batch, [](const new_message& m) { return m.task; }),
+    column(batch, [](const new_message& m) { return m.args_json; }),
+    column(batch, [](const new_message& m) { return m.options_json; }),
+    column(batch, [](const new_message& m) { return std::to_string(m.priority); }),
+    column(batch, [](const new_message& m) { return std::to_string(m.delay_ms); }),
+    column(batch, [](const new_message& m) { return std::to_string(m.timestamp_ms); }),
+    wake_channel(stmts.where()),
+    revive ? "true" : "false",
   };
   conn.run(stmts.get("enqueue_messages"), p);
 }
@@ -71,7 +71,7 @@ claim_result claim_batch(connection& conn, const statement_set& stmts, const std
                          std::int32_t node_id, std::int32_t limit) {
   claim_result out;
   auto res =
-      conn.run(stmts.get("claim_batch"), {queue, std::to_string(node_id), std::to_string(limit)});
+    conn.run(stmts.get("claim_batch"), {queue, std::to_string(node_id), std::to_string(limit)});
   out.messages.reserve(res.rows());
   for (int r = 0; r < res.rows(); ++r) {
     claimed_message m;
@@ -97,13 +97,13 @@ std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::i
   if (outcomes.empty())
     return 0;
   params p{
-      std::to_string(node_id),
-      column(outcomes, [](const outcome& o) { return o.id; }),
-      column(outcomes, [](const outcome& o) { return std::to_string(o.attempt); }),
-      column(outcomes, [](const outcome& o) { return std::string(to_sql(o.state)); }),
-      nullable_column(outcomes, [](const outcome& o) { return o.result_json; }),
-      nullable_column(outcomes, [](const outcome& o) { return o.error_json; }),
-      column(outcomes, [](const outcome& o) { return std::to_string(o.retry_delay_ms); }),
+    std::to_string(node_id),
+    column(outcomes, [](const outcome& o) { return o.id; }),
+    column(outcomes, [](const outcome& o) { return std::to_string(o.attempt); }),
+    column(outcomes, [](const outcome& o) { return std::string(to_sql(o.state)); }),
+    nullable_column(outcomes, [](const outcome& o) { return o.result_json; }),
+    nullable_column(outcomes, [](const outcome& o) { return o.error_json; }),
+    column(outcomes, [](const outcome& o) { return std::to_string(o.retry_delay_ms); }),
   };
   return conn.run(stmts.get("complete_batch"), p).rows();
 }
@@ -113,9 +113,9 @@ std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::
   if (messages.empty())
     return 0;
   params p{
-      std::to_string(node_id),
-      column(messages, [](const claimed_message& m) { return m.id; }),
-      column(messages, [](const claimed_message& m) { return std::to_string(m.attempt); }),
+    std::to_string(node_id),
+    column(messages, [](const claimed_message& m) { return m.id; }),
+    column(messages, [](const claimed_message& m) { return std::to_string(m.attempt); }),
   };
   return conn.run(stmts.get("release_claimed"), p).affected();
 }
@@ -123,8 +123,8 @@ std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::
 std::int64_t recover_unheld(connection& conn, const statement_set& stmts, std::int32_t node_id,
                             const std::string& queue, const std::vector<std::string>& held_ids) {
   return conn
-      .run(stmts.get("recover_unheld"), {std::to_string(node_id), queue, array_literal(held_ids)})
-      .affected();
+    .run(stmts.get("recover_unheld"), {std::to_string(node_id), queue, array_literal(held_ids)})
+    .affected();
 }
 
 std::vector<queue_stats> queue_statistics(connection& conn, const statement_set& stmts,
@@ -182,7 +182,7 @@ std::int64_t recover_node_queue(connection& conn, const statement_set& stmts, st
 
 reap_report reap_dead_nodes(connection& conn, const statement_set& stmts) {
   auto res =
-      conn.run(stmts.get("reap_dead_nodes"), {std::to_string(node_lock_class(stmts.where()))});
+    conn.run(stmts.get("reap_dead_nodes"), {std::to_string(node_lock_class(stmts.where()))});
   reap_report out;
   out.dead_nodes = res.int64(0, 0);
   out.recovered = res.int64(0, 1);

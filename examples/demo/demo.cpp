@@ -50,8 +50,8 @@ demo_options parse(int argc, char** argv) {
       int n = std::atoi(text.c_str());
       if (std::to_string(n) != text || n < lo || n > hi)
         throw troupe::error(
-            troupe::errc::invalid_argument,
-            fmt::format("{} must be a whole number from {} to {}, got \"{}\"", arg, lo, hi, text));
+          troupe::errc::invalid_argument,
+          fmt::format("{} must be a whole number from {} to {}, got \"{}\"", arg, lo, hi, text));
       return n;
     };
     if (arg == "--dsn")
@@ -65,7 +65,7 @@ demo_options parse(int argc, char** argv) {
     else
       throw troupe::error(troupe::errc::invalid_argument,
                           "unknown option " + arg +
-                              " (known: --dsn, --messages, --concurrency, --prefetch)");
+                            " (known: --dsn, --messages, --concurrency, --prefetch)");
   }
   return o;
 }
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
     std::thread watcher([&] {
       auto conn = troupe::storage::connection::open(opts.dsn, "troupe-demo-watcher");
       std::string query =
-          "SELECT count(*) FROM troupe_demo.queue WHERE state IN ('queued', 'running')";
+        "SELECT count(*) FROM troupe_demo.queue WHERE state IN ('queued', 'running')";
       for (;;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         if (conn.exec(query).int64(0, 0) == 0)
@@ -156,9 +156,10 @@ int main(int argc, char** argv) {
       std::cout << fmt::format("  {:<16} {:<8} {:>8}  (max attempts {})", res.text(r, 0),
                                res.text(r, 1), res.int64(r, 2), res.int64(r, 3))
                 << std::endl;
-    auto done_once = sql.exec("SELECT count(*) FROM troupe_demo.queue "
-                              "WHERE state = 'done' AND attempts = 1")
-                         .int64(0, 0);
+    auto done_once = sql
+                       .exec("SELECT count(*) FROM troupe_demo.queue "
+                             "WHERE state = 'done' AND attempts = 1")
+                       .int64(0, 0);
     std::cout << fmt::format("drained {} messages in {:.2f} s ({:.0f}/s) with {} executors; "
                              "done exactly once: {}/{}",
                              summary.executed, run_seconds, summary.executed / run_seconds,

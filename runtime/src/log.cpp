@@ -30,9 +30,8 @@ spdlog::logger& log() {
 void configure_logging(std::string_view level, std::string_view format) {
   auto lvl = spdlog::level::from_str(std::string(level));
   if (lvl == spdlog::level::off && level != "off")
-    throw error(errc::invalid_argument,
-                "log level \"" + std::string(level) +
-                    "\" is not one of trace, debug, info, warn, error, off");
+    throw error(errc::invalid_argument, "log level \"" + std::string(level) +
+                                          "\" is not one of trace, debug, info, warn, error, off");
   if (format != "text")
     throw error(errc::invalid_argument,
                 "log format \"" + std::string(format) + "\" is not supported (only \"text\")");

@@ -28,8 +28,8 @@ void validate(const node_options& o) {
             fmt::format("queues.{}.concurrency must be between 1 and 1024, got {}", q.name,
                         q.concurrency));
     require(
-        q.prefetch >= 0 && q.prefetch <= 65535,
-        fmt::format("queues.{}.prefetch must be between 0 and 65535, got {}", q.name, q.prefetch));
+      q.prefetch >= 0 && q.prefetch <= 65535,
+      fmt::format("queues.{}.prefetch must be between 0 and 65535, got {}", q.name, q.prefetch));
     require(q.poll_interval.count() >= 10,
             fmt::format("queues.{}.poll-interval must be at least 10ms, got {}ms", q.name,
                         q.poll_interval.count()));

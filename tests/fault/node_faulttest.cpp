@@ -37,10 +37,9 @@ struct fixture {
   std::unique_ptr<testkit::child_process> worker(const std::string& name, int concurrency = 2,
                                                  int prefetch = 4, int grace_ms = 5000) {
     return std::make_unique<testkit::child_process>(
-        worker_binary(),
-        std::vector<std::string>{area.dsn(), area.where().schema, "default",
-                                 std::to_string(concurrency), std::to_string(prefetch),
-                                 std::to_string(grace_ms), name});
+      worker_binary(), std::vector<std::string>{
+                         area.dsn(), area.where().schema, "default", std::to_string(concurrency),
+                         std::to_string(prefetch), std::to_string(grace_ms), name});
   }
 
   std::int64_t count(const std::string& where) {
@@ -65,15 +64,15 @@ CAF_TEST(a node killed mid task loses nothing and its task finishes on another n
   producer.enqueue_batch(rest);
   auto a = worker("node-a", 1, 0);
   CAF_REQUIRE(testkit::wait_until(
-      [&] { return runs(fmt::format("message_id = '{}' AND node = 'node-a'", long_one.id)) == 1; },
-      20s));
+    [&] { return runs(fmt::format("message_id = '{}' AND node = 'node-a'", long_one.id)) == 1; },
+    20s));
   auto b = worker("node-b");
   a->signal(SIGKILL);
   CAF_CHECK_EQUAL(a->wait(5s), 128 + SIGKILL);
   auto killed_at = std::chrono::steady_clock::now();
   CAF_CHECK(testkit::wait_until(
-      [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", long_one.id)) == 1; },
-      10s));
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", long_one.id)) == 1; },
+    10s));
   auto recovered_in = std::chrono::steady_clock::now() - killed_at;
   CAF_CHECK(recovered_in < 10s);
   CAF_CHECK(runs(fmt::format("message_id = '{}' AND node = 'node-b'", long_one.id)) == 1);
@@ -134,8 +133,8 @@ CAF_TEST(nodes reconnect after a PostgreSQL restart and finish every message) {
     std::vector<std::unique_ptr<testkit::child_process>> nodes;
     for (const char* name : {"node-r1", "node-r2"})
       nodes.push_back(std::make_unique<testkit::child_process>(
-          worker_binary(),
-          std::vector<std::string>{pg.dsn(), "restart_test", "default", "2", "4", "10000", name}));
+        worker_binary(),
+        std::vector<std::string>{pg.dsn(), "restart_test", "default", "2", "4", "10000", name}));
     auto done = [&] {
       try {
         auto c = storage::connection::open(pg.dsn(), "troupe-test");
@@ -149,7 +148,7 @@ CAF_TEST(nodes reconnect after a PostgreSQL restart and finish every message) {
     CAF_CHECK(testkit::wait_until([&] { return done() == 400; }, 60s));
     auto c = storage::connection::open(pg.dsn(), "troupe-test");
     CAF_CHECK_EQUAL(
-        c.exec("SELECT count(*) FROM restart_test.queue WHERE state <> 'done'").int64(0, 0), 0);
+      c.exec("SELECT count(*) FROM restart_test.queue WHERE state <> 'done'").int64(0, 0), 0);
     // Every message ran; a rerun is only allowed for one whose completion died with the server.
     CAF_CHECK_EQUAL(c.exec("SELECT count(DISTINCT message_id) FROM restart_test.runs").int64(0, 0),
                     400);

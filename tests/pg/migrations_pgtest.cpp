@@ -13,8 +13,8 @@ CAF_TEST(init creates the area at the latest version and is idempotent) {
   CAF_CHECK_EQUAL(storage::current_version(a.sql(), a.statements()), storage::latest_migration());
   CAF_CHECK(storage::migrate(a.sql(), a.statements()).empty());
   CAF_CHECK_EQUAL(
-      a.scalar(fmt::format("SELECT count(*) FROM {}.versions", quote_identifier(a.where().schema))),
-      storage::latest_migration());
+    a.scalar(fmt::format("SELECT count(*) FROM {}.versions", quote_identifier(a.where().schema))),
+    storage::latest_migration());
   CAF_CHECK_EQUAL(a.scalar(fmt::format("SELECT count(*) FROM {}", a.queue_table())), 0);
 }
 
@@ -44,6 +44,6 @@ CAF_TEST(two prefixes share one schema without touching each other) {
   CAF_CHECK_EQUAL(storage::migrate(a.sql(), *stmts).size(),
                   std::size_t(storage::latest_migration()));
   CAF_CHECK_EQUAL(
-      a.scalar(fmt::format("SELECT count(*) FROM {}.b_queue", quote_identifier(a.where().schema))),
-      0);
+    a.scalar(fmt::format("SELECT count(*) FROM {}.b_queue", quote_identifier(a.where().schema))),
+    0);
 }

@@ -67,7 +67,7 @@ CAF_TEST(a claim takes at most the free slots asked for) {
   producer.enqueue_batch(batch);
   auto n = node(area.sql());
   CAF_CHECK_EQUAL(
-      storage::claim_batch(area.sql(), area.statements(), "default", n, 10).messages.size(), 10u);
+    storage::claim_batch(area.sql(), area.statements(), "default", n, 10).messages.size(), 10u);
   CAF_CHECK_EQUAL(count("state = 'running'"), 10);
   CAF_CHECK_EQUAL(count("state = 'queued'"), 15);
 }
@@ -96,11 +96,11 @@ CAF_TEST(a delayed message is not claimed before its eta and its eta is reported
   CAF_CHECK(c.messages.empty());
   CAF_CHECK(c.next_eta_ms > 1000 && c.next_eta_ms <= 1500);
   CAF_CHECK(testkit::wait_until(
-      [&] {
-        return !storage::claim_batch(area.sql(), area.statements(), "default", n, 10)
-                    .messages.empty();
-      },
-      5s));
+    [&] {
+      return !storage::claim_batch(area.sql(), area.statements(), "default", n, 10)
+                .messages.empty();
+    },
+    5s));
   CAF_CHECK_EQUAL(count("state = 'running' AND started_at >= enqueued_at + interval '1.4 s'"), 1);
 }
 
@@ -174,13 +174,13 @@ CAF_TEST(messages of a node whose session ended are recovered by the janitor que
     auto doomed = storage::connection::open(area.dsn(), "doomed-node");
     auto id = storage::register_node(doomed, area.statements(), who);
     CAF_CHECK_EQUAL(
-        storage::claim_batch(doomed, area.statements(), "default", id, 4).messages.size(), 4u);
+      storage::claim_batch(doomed, area.statements(), "default", id, 4).messages.size(), 4u);
     // A live node's messages are left alone.
     auto r = storage::reap_dead_nodes(area.sql(), area.statements());
     CAF_CHECK_EQUAL(r.recovered, 0);
   } // the session ends: its advisory lock is released
   CAF_CHECK(testkit::wait_until(
-      [&] { return storage::reap_dead_nodes(area.sql(), area.statements()).recovered == 4; }, 5s));
+    [&] { return storage::reap_dead_nodes(area.sql(), area.statements()).recovered == 4; }, 5s));
   CAF_CHECK_EQUAL(count("state = 'queued' AND owner_node IS NULL AND attempts = 1"), 4);
   auto again = storage::reap_dead_nodes(area.sql(), area.statements());
   CAF_CHECK_EQUAL(again.dead_nodes, 0);
@@ -218,16 +218,16 @@ CAF_TEST(a batch is one transaction and one notification per queue) {
   (void)got;
   std::multiset<std::string> payloads;
   CAF_CHECK(testkit::wait_until(
-      [&] {
-        listener.exec("SELECT 1");
-        for (auto* n = PQnotifies(reinterpret_cast<PGconn*>(listener.native())); n;
-             n = PQnotifies(reinterpret_cast<PGconn*>(listener.native()))) {
-          payloads.insert(n->extra);
-          PQfreemem(n);
-        }
-        return payloads.size() >= 2;
-      },
-      2s));
+    [&] {
+      listener.exec("SELECT 1");
+      for (auto* n = PQnotifies(reinterpret_cast<PGconn*>(listener.native())); n;
+           n = PQnotifies(reinterpret_cast<PGconn*>(listener.native()))) {
+        payloads.insert(n->extra);
+        PQfreemem(n);
+      }
+      return payloads.size() >= 2;
+    },
+    2s));
   CAF_CHECK_EQUAL(payloads, (std::multiset<std::string>{"even", "odd"}));
 }
 

@@ -61,8 +61,8 @@ struct fixture {
     caf::scoped_actor self{*sys};
     node_report out;
     self->request(node, 30s, stop_atom_v)
-        .receive([&](const node_report& r) { out = r; },
-                 [&](caf::error& e) { CAF_FAIL("stop failed: " << describe(e)); });
+      .receive([&](const node_report& r) { out = r; },
+               [&](caf::error& e) { CAF_FAIL("stop failed: " << describe(e)); });
     return out;
   }
 };
@@ -103,7 +103,7 @@ CAF_TEST(unknown tasks and undecodable arguments are failed with a reason) {
   // The node goes on working.
   producer.enqueue(add(2, 2));
   CAF_CHECK(
-      testkit::wait_until([&] { return count("state = 'done' AND result = '4'") == 1; }, 20s));
+    testkit::wait_until([&] { return count("state = 'done' AND result = '4'") == 1; }, 20s));
   stop(node);
 }
 
@@ -115,11 +115,11 @@ CAF_TEST(a stale or malformed notification is ignored) {
                            "notify");
   producer.enqueue(add(20, 22));
   CAF_CHECK(
-      testkit::wait_until([&] { return count("state = 'done' AND result = '42'") == 1; }, 20s));
+    testkit::wait_until([&] { return count("state = 'done' AND result = '42'") == 1; }, 20s));
   caf::scoped_actor self{*sys};
   bool alive = false;
   self->request(node, 5s, status_atom_v)
-      .receive([&](const node_report& r) { alive = r.node_id > 0; }, [](caf::error&) {});
+    .receive([&](const node_report& r) { alive = r.node_id > 0; }, [](caf::error&) {});
   CAF_CHECK(alive);
   (void)channel;
   stop(node);
@@ -136,10 +136,10 @@ CAF_TEST(delayed messages start after their delay and in priority order) {
                                     late.id)),
                   1);
   CAF_CHECK_EQUAL(
-      area.scalar(fmt::format("SELECT ((SELECT started_at FROM {0} WHERE message_id = '{1}') <= "
-                              "(SELECT started_at FROM {0} WHERE message_id = '{2}'))::int",
-                              area.queue_table(), high.id, low.id)),
-      1);
+    area.scalar(fmt::format("SELECT ((SELECT started_at FROM {0} WHERE message_id = '{1}') <= "
+                            "(SELECT started_at FROM {0} WHERE message_id = '{2}'))::int",
+                            area.queue_table(), high.id, low.id)),
+    1);
   stop(node);
 }
 
@@ -182,7 +182,7 @@ CAF_TEST(a CAF producer publishes through a storage pool without blocking) {
   std::vector<storage::new_message> rows{to_new_message(add(5, 5)), to_new_message(add(6, 6))};
   std::int64_t n = 0;
   self->request(pool, 10s, enqueue_atom_v, rows)
-      .receive([&](std::int64_t k) { n = k; }, [&](caf::error& e) { CAF_FAIL(describe(e)); });
+    .receive([&](std::int64_t k) { n = k; }, [&](caf::error& e) { CAF_FAIL(describe(e)); });
   CAF_CHECK_EQUAL(n, 2);
   CAF_CHECK_EQUAL(count("state = 'queued'"), 2);
   self->send_exit(pool, caf::exit_reason::user_shutdown);

@@ -73,9 +73,9 @@ local_postgres local_postgres::start(options opts) {
   }
   auto bin = postgres_bin_dir();
   if (!fs::exists(dir / "data" / "PG_VERSION")) {
-    auto cmd = fmt::format("{}/initdb -D {} -A trust -U postgres --no-sync -E UTF8 >{} 2>&1", bin,
-                           shell_quote((dir / "data").string()),
-                           shell_quote((dir / "initdb.log").string()));
+    auto cmd =
+      fmt::format("{}/initdb -D {} -A trust -U postgres --no-sync -E UTF8 >{} 2>&1", bin,
+                  shell_quote((dir / "data").string()), shell_quote((dir / "initdb.log").string()));
     if (run_as_server_user(cmd) != 0)
       throw error(errc::connection_lost,
                   "initdb failed in " + opts.dir + ":\n" + tail_of(dir / "initdb.log"));
@@ -114,7 +114,7 @@ void local_postgres::restart() {
   auto bin = postgres_bin_dir();
   auto data = shell_quote((fs::path(opts_.dir) / "data").string());
   run_as_server_user(
-      fmt::format("{}/pg_ctl -D {} -m immediate -w stop >/dev/null 2>&1", bin, data));
+    fmt::format("{}/pg_ctl -D {} -m immediate -w stop >/dev/null 2>&1", bin, data));
   start_server();
 }
 

@@ -49,7 +49,7 @@ void note_run(const troupe::task_context& ctx) {
 int main(int argc, char** argv) {
   if (argc < 7) {
     std::cerr
-        << "usage: troupe-test-worker DSN SCHEMA QUEUE CONCURRENCY PREFETCH GRACE_MS [NAME]\n";
+      << "usage: troupe-test-worker DSN SCHEMA QUEUE CONCURRENCY PREFETCH GRACE_MS [NAME]\n";
     return 2;
   }
   g_dsn = argv[1];

@@ -330,15 +330,14 @@ CAF_TEST(out of range numbers name the key) {
 CAF_TEST(a DSN password never appears in an error) {
   const std::string secret = "hunter2";
   std::vector<std::string> texts = {
-      error_text([&] {
-        load_from_string("", {"--database.dsn=\"host=x password=" + secret + "\"trailing"});
-      }),
-      error_text([&] { load_from_string("[database]\ndsn={password=\"" + secret + "\"}\n"); }),
-      error_text([&] {
-        load_from_string("[database]\ndsn=\"host=x password=" + secret + "\"\n[node]\nbad=1\n");
-      }),
-      error_text([&] { load_from_string("", {"postgresql://u:" + secret + "@host/db"}); }),
-      error_text([&] { load_from_string("", {"--database.dsn"}); }),
+    error_text(
+      [&] { load_from_string("", {"--database.dsn=\"host=x password=" + secret + "\"trailing"}); }),
+    error_text([&] { load_from_string("[database]\ndsn={password=\"" + secret + "\"}\n"); }),
+    error_text([&] {
+      load_from_string("[database]\ndsn=\"host=x password=" + secret + "\"\n[node]\nbad=1\n");
+    }),
+    error_text([&] { load_from_string("", {"postgresql://u:" + secret + "@host/db"}); }),
+    error_text([&] { load_from_string("", {"--database.dsn"}); }),
   };
   for (const auto& text : texts) {
     CAF_CHECK(!contains(text, "(no error)"));

@@ -54,15 +54,15 @@ std::tuple<Ts...> decode_args(std::string_view json) {
     ar(cereal::make_size_tag(n));
     if (n != sizeof...(Ts))
       throw error(errc::decode_failed, "arguments " + std::string(json) + ": expected " +
-                                           std::to_string(sizeof...(Ts)) + " values, got " +
-                                           std::to_string(n));
+                                         std::to_string(sizeof...(Ts)) + " values, got " +
+                                         std::to_string(n));
     std::apply([&](auto&... xs) { (ar(xs), ...); }, out);
   } catch (const error&) {
     throw;
   } catch (const std::exception& e) {
     throw error(errc::decode_failed,
                 "arguments " + std::string(json) + " do not decode into the task's " +
-                    std::to_string(sizeof...(Ts)) + " parameter types: " + e.what());
+                  std::to_string(sizeof...(Ts)) + " parameter types: " + e.what());
   }
   return out;
 }

@@ -105,26 +105,25 @@ typename Inspector::result_type inspect(Inspector& f, consumer_report& x) {
 /// Serializes every database access of one connection (a detached actor owning one PGconn);
 /// the storage router offers the same interface over a pool of them.
 using storage_actor = caf::typed_actor<
-    // claim up to `limit` messages of `queue` for node `node_id`
-    caf::replies_to<claim_atom, std::string, std::int32_t,
-                    std::int32_t>::with<storage::claim_result>,
-    // write outcomes of node `node_id`; replies with how many were still owned and got written
-    caf::replies_to<complete_atom, std::int32_t, std::vector<storage::outcome>>::with<std::int64_t>,
-    // put unstarted claimed messages back; replies with how many
-    caf::replies_to<release_atom, std::int32_t,
-                    std::vector<storage::claimed_message>>::with<std::int64_t>,
-    // after a claim with an unknown outcome: put back what node `node_id` owns in `queue`
-    // except the ids its consumer holds; replies with how many
-    caf::replies_to<release_atom, std::int32_t, std::string,
-                    std::vector<std::string>>::with<std::int64_t>,
-    // publish messages in one statement; replies with how many
-    caf::replies_to<enqueue_atom, std::vector<storage::new_message>>::with<std::int64_t>,
-    // recover the messages of dead nodes
-    caf::replies_to<reap_atom>::with<storage::reap_report>,
-    // recover what node `node_id` holds of `queue` (its consumer was restarted)
-    caf::replies_to<reap_atom, std::int32_t, std::string>::with<std::int64_t>,
-    // statistics of one queue, or of all when the name is empty
-    caf::replies_to<stats_atom, std::string>::with<std::vector<storage::queue_stats>>>;
+  // claim up to `limit` messages of `queue` for node `node_id`
+  caf::replies_to<claim_atom, std::string, std::int32_t, std::int32_t>::with<storage::claim_result>,
+  // write outcomes of node `node_id`; replies with how many were still owned and got written
+  caf::replies_to<complete_atom, std::int32_t, std::vector<storage::outcome>>::with<std::int64_t>,
+  // put unstarted claimed messages back; replies with how many
+  caf::replies_to<release_atom, std::int32_t,
+                  std::vector<storage::claimed_message>>::with<std::int64_t>,
+  // after a claim with an unknown outcome: put back what node `node_id` owns in `queue`
+  // except the ids its consumer holds; replies with how many
+  caf::replies_to<release_atom, std::int32_t, std::string,
+                  std::vector<std::string>>::with<std::int64_t>,
+  // publish messages in one statement; replies with how many
+  caf::replies_to<enqueue_atom, std::vector<storage::new_message>>::with<std::int64_t>,
+  // recover the messages of dead nodes
+  caf::replies_to<reap_atom>::with<storage::reap_report>,
+  // recover what node `node_id` holds of `queue` (its consumer was restarted)
+  caf::replies_to<reap_atom, std::int32_t, std::string>::with<std::int64_t>,
+  // statistics of one queue, or of all when the name is empty
+  caf::replies_to<stats_atom, std::string>::with<std::vector<storage::queue_stats>>>;
 
 /// Runs task code for one consumer; blocking is allowed (a detached actor, one thread each).
 /// Reports `(executed_atom, slot, outcome)` back to its consumer.
@@ -133,23 +132,23 @@ using executor_actor = caf::typed_actor<caf::reacts_to<run_atom, storage::claime
 /// Claims and dispatches the messages of one queue on this node; the only owner of its
 /// in-flight set.
 using consumer_actor = caf::typed_actor<
-    // a hint that the queue may hold ready messages (notification, poll, recovery)
-    caf::reacts_to<wake_atom>,
-    // an executor finished an attempt
-    caf::reacts_to<executed_atom, std::int32_t, storage::outcome>,
-    // stop claiming, hand back prefetched messages, reply once nothing runs
-    caf::replies_to<stop_atom>::with<consumer_report>,
-    caf::replies_to<status_atom>::with<consumer_report>,
-    // its own timers: the jittered poll, and the wake at the next delayed message's eta
-    caf::reacts_to<poll_atom>, caf::reacts_to<eta_atom>>;
+  // a hint that the queue may hold ready messages (notification, poll, recovery)
+  caf::reacts_to<wake_atom>,
+  // an executor finished an attempt
+  caf::reacts_to<executed_atom, std::int32_t, storage::outcome>,
+  // stop claiming, hand back prefetched messages, reply once nothing runs
+  caf::replies_to<stop_atom>::with<consumer_report>,
+  caf::replies_to<status_atom>::with<consumer_report>,
+  // its own timers: the jittered poll, and the wake at the next delayed message's eta
+  caf::reacts_to<poll_atom>, caf::reacts_to<eta_atom>>;
 
 /// Collects outcomes and writes them in one statement per flush.
 using batcher_actor =
-    caf::typed_actor<caf::reacts_to<complete_atom, storage::outcome>,
-                     // write everything held now; replies once nothing is left unwritten
-                     caf::replies_to<flush_atom>::with<std::int64_t>,
-                     // its own timer: the flush interval, or the backoff after a failed write
-                     caf::reacts_to<poll_atom>>;
+  caf::typed_actor<caf::reacts_to<complete_atom, storage::outcome>,
+                   // write everything held now; replies once nothing is left unwritten
+                   caf::replies_to<flush_atom>::with<std::int64_t>,
+                   // its own timer: the flush interval, or the backoff after a failed write
+                   caf::reacts_to<poll_atom>>;
 
 /// Looks for dead nodes on a jittered timer and recovers their messages; `reap_atom` runs a
 /// pass now and replies with what it found (tests trigger it deterministically this way).
@@ -158,15 +157,15 @@ using janitor_actor = caf::typed_actor<caf::reacts_to<poll_atom>,
 
 /// The root of one worker node: owns, monitors and restarts every other actor of the node.
 using node_actor = caf::typed_actor<
-    // graceful stop: stop claiming, finish or abandon running tasks within the grace period,
-    // flush outcomes, deregister; replies once the node is down
-    caf::replies_to<stop_atom>::with<node_report>, caf::replies_to<status_atom>::with<node_report>,
-    // a hint for one queue ("" = every queue), from the listener or the janitor
-    caf::reacts_to<wake_atom, std::string>,
-    // the listener registered the node
-    caf::reacts_to<registered_atom, std::int32_t>,
-    // its own timer: the deadline for the listener to deregister during a stop
-    caf::reacts_to<poll_atom>>;
+  // graceful stop: stop claiming, finish or abandon running tasks within the grace period,
+  // flush outcomes, deregister; replies once the node is down
+  caf::replies_to<stop_atom>::with<node_report>, caf::replies_to<status_atom>::with<node_report>,
+  // a hint for one queue ("" = every queue), from the listener or the janitor
+  caf::reacts_to<wake_atom, std::string>,
+  // the listener registered the node
+  caf::reacts_to<registered_atom, std::int32_t>,
+  // its own timer: the deadline for the listener to deregister during a stop
+  caf::reacts_to<poll_atom>>;
 
 /// Turns a Troupe error code and text into a CAF error (category "troupe").
 caf::error make_caf_error(errc code, std::string text);
