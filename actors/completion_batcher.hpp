@@ -18,7 +18,12 @@ struct batcher_settings {
 };
 
 /// Spawns the batcher. One flush is in flight at a time; what arrives meanwhile forms the next
-/// batch. A failed write keeps its outcomes and tries again with backoff: nothing is dropped.
+/// batch. A write that fails for a lost connection is retried with backoff. When the database
+/// refuses a batch for another reason, its outcomes are written one by one; an outcome it still
+/// refuses is replaced by a failure record saying why. A flush request is answered once every
+/// outcome received before it is settled (written, or refused as no longer owned), however
+/// busy the batcher stays. Outcomes still held when the node is stopped are lost; their
+/// messages are then recovered and run again by a live node.
 batcher_actor spawn_completion_batcher(caf::actor_system& sys, batcher_settings settings);
 
 } // namespace troupe::actors

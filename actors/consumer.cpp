@@ -168,8 +168,11 @@ void recover_after_failed_claim(consumer_ptr self) {
             [=](caf::error& err) {
               auto& s2 = self->state;
               s2.recovering = false;
-              log().warn("handing back after a failed claim failed queue={} error={}",
-                         s2.settings.queue.name, describe(err));
+              s2.retry_backoff =
+                std::min(milliseconds{5000}, std::max(milliseconds{100}, s2.retry_backoff * 2));
+              log().warn("handing back after a failed claim failed queue={} error={}; retrying "
+                         "in {}ms",
+                         s2.settings.queue.name, describe(err), s2.retry_backoff.count());
               if (s2.stopping) {
                 finish_stop_if_idle(self); // the janitor recovers them once the node is gone
                 return;
@@ -239,10 +242,16 @@ void replace_executor(consumer_ptr self, std::size_t index, const caf::error& re
     o.error_json = failure_record("troupe::executor_crashed",
                                   "the executor running this task died: " + caf::to_string(reason),
                                   s.running->attempt);
+    if (st.recovering)
+      st.completed_during_recovery.push_back(o.id);
     self->send(st.settings.batcher, complete_atom_v, std::move(o));
     s.running.reset();
     --st.running;
     ++st.executed;
+  }
+  if (st.stopping) {
+    finish_stop_if_idle(self);
+    return; // no replacement while stopping
   }
   s.executor =
     spawn_executor(self, st.settings.registry, st.settings.queue.name,
@@ -252,6 +261,7 @@ void replace_executor(consumer_ptr self, std::size_t index, const caf::error& re
 consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings settings) {
   auto& st = self->state;
   st.settings = std::move(settings);
+  st.needs_recovery = st.settings.recover_on_start;
   auto me = caf::actor_cast<consumer_actor>(self);
   for (std::int32_t i = 0; i < st.settings.queue.concurrency; ++i)
     st.slots.push_back(
@@ -260,8 +270,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
     auto& s = self->state;
     for (std::size_t i = 0; i < s.slots.size(); ++i) {
       if (s.slots[i].executor.address() == em.source) {
-        if (!s.stopping)
-          replace_executor(self, i, em.reason);
+        replace_executor(self, i, em.reason);
         return;
       }
     }

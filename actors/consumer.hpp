@@ -16,6 +16,9 @@ struct consumer_settings {
   std::shared_ptr<const task_registry> registry;
   storage_actor storage;
   batcher_actor batcher;
+  /// A replacement for a consumer that died: before its first claim it hands back whatever the
+  /// node holds of this queue that it does not hold itself (the dead consumer's claims).
+  bool recover_on_start = false;
 };
 
 /// Spawns the consumer of one queue. It claims up to its free slots (concurrency + prefetch

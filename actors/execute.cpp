@@ -68,6 +68,10 @@ storage::outcome execute(const task_registry& registry, const storage::claimed_m
     o.attempt = msg.attempt;
     o.state = storage::outcome_state::done;
     o.result_json = entry->invoke(ctx, msg.args_json);
+    if (!is_storable_json_text(o.result_json))
+      return failed(msg, "troupe::result_not_storable",
+                    "the task's result holds text that is not valid UTF-8, or a NUL character, "
+                    "which PostgreSQL cannot store");
     return o;
   } catch (const error& e) {
     if (e.code() == errc::decode_failed)

@@ -13,6 +13,7 @@ using namespace std::chrono;
 struct janitor_state {
   static inline const char* name = "troupe.janitor";
   janitor_settings settings;
+  bool pass_running = false;
   std::minstd_rand rng{std::random_device{}()};
 
   milliseconds next_delay() {
@@ -25,6 +26,10 @@ struct janitor_state {
 using janitor_ptr = janitor_actor::stateful_pointer<janitor_state>;
 
 void report(janitor_ptr self, const storage::reap_report& r) {
+  if (r.suspect_nodes > 0)
+    log().info("janitor: {} node(s) lost their liveness lock; dead unless it comes back within "
+               "{}ms",
+               r.suspect_nodes, self->state.settings.dead_node_grace.count());
   if (r.dead_nodes > 0 || r.recovered > 0)
     log().info("janitor: {} dead node(s) removed, {} message(s) put back in their queues",
                r.dead_nodes, r.recovered);
@@ -46,16 +51,29 @@ static janitor_actor::behavior_type janitor_impl(janitor_ptr self, janitor_setti
   self->send(self, poll_atom_v);
   return {
     [=](poll_atom) {
-      self->request(self->state.settings.storage, seconds(30), reap_atom_v)
-        .then([=](const storage::reap_report& r) { report(self, r); },
-              [=](caf::error& err) {
-                log().warn("janitor pass failed statement=reap_dead_nodes error={}", describe(err));
-              });
-      self->delayed_send(self, self->state.next_delay(), poll_atom_v);
+      auto& st = self->state;
+      self->delayed_send(self, st.next_delay(), poll_atom_v);
+      if (st.pass_running)
+        return;
+      st.pass_running = true;
+      self
+        ->request(st.settings.storage, seconds(30), reap_atom_v,
+                  static_cast<std::int64_t>(st.settings.dead_node_grace.count()))
+        .then(
+          [=](const storage::reap_report& r) {
+            self->state.pass_running = false;
+            report(self, r);
+          },
+          [=](caf::error& err) {
+            self->state.pass_running = false;
+            log().warn("janitor pass failed statement=reap_dead_nodes error={}", describe(err));
+          });
     },
     [=](reap_atom) -> caf::typed_response_promise<storage::reap_report> {
       auto rp = self->make_response_promise<storage::reap_report>();
-      self->request(self->state.settings.storage, seconds(30), reap_atom_v)
+      self
+        ->request(self->state.settings.storage, seconds(30), reap_atom_v,
+                  static_cast<std::int64_t>(self->state.settings.dead_node_grace.count()))
         .then(
           [=](const storage::reap_report& r) mutable {
             report(self, r);

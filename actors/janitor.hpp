@@ -12,9 +12,12 @@ struct janitor_settings {
   /// Told `(wake_atom, queue)` for every queue that got messages back.
   node_actor node;
   std::chrono::milliseconds interval{2000};
+  /// How long a node's lock must stay free before the node counts as dead.
+  std::chrono::milliseconds dead_node_grace{3000};
 };
 
-/// Spawns the janitor. Its first pass runs at once, then every interval (jittered by 10 %).
+/// Spawns the janitor. Its first pass runs at once, then every interval (jittered by 10 %); a
+/// pass never starts while the previous one is still running.
 janitor_actor spawn_janitor(caf::actor_system& sys, janitor_settings settings);
 
 } // namespace troupe::actors

@@ -35,6 +35,7 @@ struct supervisor_state {
   std::map<caf::actor_addr, std::deque<steady_clock::time_point>> restarts;
 
   bool stopping = false;
+  bool awaiting_listener = false; // the stop waits for the listener to deregister
   std::optional<caf::typed_response_promise<node_report>> stop_promise;
   std::size_t consumers_pending = 0;
   node_report final_report;
@@ -58,14 +59,15 @@ void spawn_listener(supervisor_ptr self) {
   auto& st = self->state;
   listener_settings ls{st.options.dsn, st.statements,
                        st.identity,    caf::actor_cast<node_actor>(self),
-                       st.node_id,     defaults::reconnect_backoff_max};
+                       st.node_id,     defaults::listener_reconnect_backoff_max};
   st.listener = spawn_notify_listener(self->system(), std::move(ls));
   self->monitor(st.listener);
 }
 
-consumer_actor spawn_queue_consumer(supervisor_ptr self, const queue_options& q) {
+consumer_actor spawn_queue_consumer(supervisor_ptr self, const queue_options& q,
+                                    bool replacing = false) {
   auto& st = self->state;
-  consumer_settings cs{q, st.node_id, st.tasks, st.storage, st.batcher};
+  consumer_settings cs{q, st.node_id, st.tasks, st.storage, st.batcher, replacing};
   auto c = spawn_consumer(self->system(), std::move(cs));
   self->monitor(c);
   return c;
@@ -79,9 +81,9 @@ void start_workers(supervisor_ptr self) {
   self->monitor(st.batcher);
   for (const auto& q : st.options.queues)
     st.consumers.emplace(q.name, spawn_queue_consumer(self, q));
-  st.janitor =
-    spawn_janitor(self->system(), janitor_settings{st.storage, caf::actor_cast<node_actor>(self),
-                                                   st.options.janitor_interval});
+  st.janitor = spawn_janitor(
+    self->system(), janitor_settings{st.storage, caf::actor_cast<node_actor>(self),
+                                     st.options.janitor_interval, st.options.dead_node_grace});
   self->monitor(st.janitor);
   log().info("node started node={} name={} queues={}", st.node_id, st.identity.name,
              fmt::join(st.identity.queues, ","));
@@ -122,6 +124,7 @@ void finish_stop(supervisor_ptr self) {
     if (s.listener) {
       // Reply once the listener has deregistered the node (its down message), or after a
       // deadline if the database does not answer.
+      s.awaiting_listener = true;
       self->delayed_send(self, seconds(10), poll_atom_v);
       return;
     }
@@ -206,8 +209,12 @@ void escalate(supervisor_ptr self, const std::string& what, const caf::error& re
 void on_child_down(supervisor_ptr self, caf::down_msg& dm) {
   auto& st = self->state;
   if (st.stopping) {
-    if (st.listener && dm.source == st.listener.address())
-      deliver_stop(self);
+    if (st.listener && dm.source == st.listener.address()) {
+      if (st.awaiting_listener)
+        deliver_stop(self);
+      else
+        st.listener = nullptr; // gone early: the stop goes on without waiting for it
+    }
     return;
   }
   if (dm.source == st.listener.address()) {
@@ -229,17 +236,10 @@ void on_child_down(supervisor_ptr self, caf::down_msg& dm) {
       escalate(self, "the consumer of queue " + name + " (restarted too often)", dm.reason);
       return;
     }
-    log().error("consumer died queue={} reason={}; recovering its messages and restarting it", name,
-                caf::to_string(dm.reason));
-    auto queue_name = name;
+    log().error("consumer died queue={} reason={}; restarting it", name, caf::to_string(dm.reason));
     auto old = dm.source;
-    // What the dead consumer held is put back first, so the new one can claim it.
-    self->request(st.storage, seconds(30), reap_atom_v, st.node_id, queue_name)
-      .then([=](std::int64_t n) { log().info("{} message(s) of {} put back", n, queue_name); },
-            [=](caf::error& err) {
-              log().warn("could not put back messages of {}: {}", queue_name, describe(err));
-            });
-    c = spawn_queue_consumer(self, st.queue(queue_name));
+    // The replacement hands back what the dead one held before it claims anything.
+    c = spawn_queue_consumer(self, st.queue(name), true);
     st.restarts[c.address()] = std::move(st.restarts[old]);
     st.restarts.erase(old);
     return;
@@ -305,10 +305,32 @@ node_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options opti
       if (i != s.consumers.end())
         self->send(i->second, wake_atom_v);
     },
-    [=](status_atom) {
-      auto r = self->state.final_report;
-      r.node_id = self->state.node_id;
-      return r;
+    [=](status_atom) -> caf::typed_response_promise<node_report> {
+      // Sums the consumers' counters; a consumer that does not answer in time is left out.
+      auto& s = self->state;
+      auto rp = self->make_response_promise<node_report>();
+      auto total = std::make_shared<node_report>();
+      total->node_id = s.node_id;
+      if (s.stopping || s.consumers.empty()) {
+        rp.deliver(s.stopping ? s.final_report : *total);
+        return rp;
+      }
+      auto pending = std::make_shared<std::size_t>(s.consumers.size());
+      for (auto& [name, c] : s.consumers) {
+        auto settle = [=]() mutable {
+          if (--*pending == 0)
+            rp.deliver(*total);
+        };
+        self->request(c, seconds(5), status_atom_v)
+          .then(
+            [=](const consumer_report& r) mutable {
+              total->executed += r.executed;
+              total->released += r.released;
+              settle();
+            },
+            [=](caf::error&) mutable { settle(); });
+      }
+      return rp;
     },
     [=](poll_atom) {
       if (self->state.stopping) {

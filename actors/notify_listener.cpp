@@ -58,6 +58,13 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
     if (!conn) {
       try {
         conn.emplace(storage::connection::open(s.dsn, "troupe-listener"));
+        // The listener only waits for notifications: a server-side idle timeout must not end
+        // its session (that would release the node's liveness lock). Taking the lock back
+        // after a reconnect may wait for the old session to be noticed as gone: bounded, so a
+        // stop request is never stuck behind it.
+        if (PQserverVersion(conn->native()) >= 140000)
+          conn->exec("SET idle_session_timeout = 0", "listener_setup");
+        conn->exec("SET lock_timeout = '5s'", "listener_setup");
         conn->exec("LISTEN " + quote_identifier(channel), "listen");
         if (node_id == 0) {
           node_id = storage::register_node(*conn, stmts, s.identity);

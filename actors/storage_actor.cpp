@@ -118,18 +118,13 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
     },
     [=, &st, &stmts](enqueue_atom,
                      const std::vector<storage::new_message>& batch) -> caf::result<std::int64_t> {
-      return st.guarded([&](storage::connection& c) {
-        storage::enqueue_messages(c, stmts, batch);
-        return static_cast<std::int64_t>(batch.size());
-      });
-    },
-    [=, &st, &stmts](reap_atom) -> caf::result<storage::reap_report> {
-      return st.guarded([&](storage::connection& c) { return storage::reap_dead_nodes(c, stmts); });
-    },
-    [=, &st, &stmts](reap_atom, std::int32_t node,
-                     const std::string& queue) -> caf::result<std::int64_t> {
       return st.guarded(
-        [&](storage::connection& c) { return storage::recover_node_queue(c, stmts, node, queue); });
+        [&](storage::connection& c) { return storage::enqueue_messages(c, stmts, batch); });
+    },
+    [=, &st, &stmts](reap_atom, std::int64_t grace_ms) -> caf::result<storage::reap_report> {
+      return st.guarded([&](storage::connection& c) {
+        return storage::reap_dead_nodes(c, stmts, std::chrono::milliseconds{grace_ms});
+      });
     },
     [=, &st, &stmts](stats_atom,
                      const std::string& queue) -> caf::result<std::vector<storage::queue_stats>> {
@@ -149,6 +144,12 @@ struct router_state {
   storage_actor& pick() {
     next = (next + 1) % members.size();
     return members[next];
+  }
+
+  // A queue's claims and its clean-ups after a failed claim always go to the same storage
+  // actor, so a clean-up can never run before a claim that was still waiting in a mailbox.
+  storage_actor& pick_for(const std::string& queue) {
+    return members[std::hash<std::string>{}(queue) % members.size()];
   }
 };
 
@@ -183,7 +184,8 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
   self->set_default_handler(caf::print_and_drop);
   return {
     [=](claim_atom a, std::string& q, std::int32_t n, std::int32_t l) {
-      return self->delegate(self->state.pick(), a, std::move(q), n, l);
+      auto& member = self->state.pick_for(q);
+      return self->delegate(member, a, std::move(q), n, l);
     },
     [=](complete_atom a, std::int32_t n, std::vector<storage::outcome>& o) {
       return self->delegate(self->state.pick(), a, n, std::move(o));
@@ -192,15 +194,13 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
       return self->delegate(self->state.pick(), a, n, std::move(m));
     },
     [=](release_atom a, std::int32_t n, std::string& q, std::vector<std::string>& held) {
-      return self->delegate(self->state.pick(), a, n, std::move(q), std::move(held));
+      auto& member = self->state.pick_for(q);
+      return self->delegate(member, a, n, std::move(q), std::move(held));
     },
     [=](enqueue_atom a, std::vector<storage::new_message>& b) {
       return self->delegate(self->state.pick(), a, std::move(b));
     },
-    [=](reap_atom a) { return self->delegate(self->state.pick(), a); },
-    [=](reap_atom a, std::int32_t n, std::string& q) {
-      return self->delegate(self->state.pick(), a, n, std::move(q));
-    },
+    [=](reap_atom a, std::int64_t grace) { return self->delegate(self->state.pick(), a, grace); },
     [=](stats_atom a, std::string& q) {
       return self->delegate(self->state.pick(), a, std::move(q));
     },

@@ -75,8 +75,12 @@ run_summary worker_node::run() {
           summary.abandoned = r.abandoned;
         },
         [&](caf::error& err) {
-          log().error("graceful stop failed: {}", describe(err));
-          summary.exit_code = 1;
+          // Some actor is stuck (a database call that does not return): the actor system
+          // would wait for it forever.
+          log().error("graceful stop failed: {}; exiting without waiting for the node",
+                      describe(err));
+          log().flush();
+          std::_Exit(1);
         });
   }
   if (summary.abandoned > 0) {

@@ -59,6 +59,10 @@ constexpr section_option section_options[] = {
    [](settings& s) -> field_ref { return &s.node.shutdown_grace; }},
   {"node", "janitor-interval", "duration: how often the janitor looks for dead nodes (>= 100ms)",
    [](settings& s) -> field_ref { return &s.node.janitor_interval; }},
+  {"node", "dead-node-grace",
+   "duration: how long a node's liveness lock must stay free before its messages are "
+   "recovered (>= 2s)",
+   [](settings& s) -> field_ref { return &s.node.dead_node_grace; }},
   {"node", "completion-flush-interval",
    "duration: longest wait before finished outcomes are written",
    [](settings& s) -> field_ref { return &s.node.completion_flush_interval; }},

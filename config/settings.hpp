@@ -43,8 +43,8 @@ settings load(int argc, char** argv);
 settings load_from_string(const std::string& ini_text, const std::vector<std::string>& flags = {},
                           const char* env_dsn = nullptr);
 
-/// Text of a complete troupe.ini with every option at its default, each with a comment (used by
-/// `troupe-worker --dump-default-config` and docs).
+/// Text of a complete troupe.ini with every option at its default, each with a comment (what
+/// `hello-worker --dump-default-config` prints).
 std::string default_config_text();
 
 } // namespace troupe::config

@@ -222,10 +222,13 @@ connection::~connection() = default;
 
 connection connection::open(const std::string& dsn, std::string_view application_name) {
   check_parsable(dsn);
-  // The DSN comes after our application name, so one set in the DSN wins.
-  const char* keys[] = {"application_name", "dbname", nullptr};
+  // Defaults first, the DSN after them, so whatever the DSN sets wins. The timeouts and
+  // keepalives make a dead server or a half-open connection an error within seconds instead of
+  // a call that blocks its actor (and a shutdown) for minutes.
+  const char* keys[] = {"application_name",    "connect_timeout",  "keepalives", "keepalives_idle",
+                        "keepalives_interval", "keepalives_count", "dbname",     nullptr};
   std::string app(application_name);
-  const char* values[] = {app.c_str(), dsn.c_str(), nullptr};
+  const char* values[] = {app.c_str(), "10", "1", "30", "10", "3", dsn.c_str(), nullptr};
   PGconn* c = PQconnectdbParams(keys, values, 1);
   if (c == nullptr)
     throw error(errc::connection_lost, "cannot allocate a PostgreSQL connection");

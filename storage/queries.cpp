@@ -48,10 +48,10 @@ std::string nullable_column(const std::vector<T>& rows, F&& get) {
 
 } // namespace
 
-void enqueue_messages(connection& conn, const statement_set& stmts,
-                      const std::vector<new_message>& batch, bool revive) {
+std::int64_t enqueue_messages(connection& conn, const statement_set& stmts,
+                              const std::vector<new_message>& batch, bool revive) {
   if (batch.empty())
-    return;
+    return 0;
   params p{
     column(batch, [](const new_message& m) { return m.id; }),
     column(batch, [](const new_message& m) { return m.queue; }),
@@ -64,7 +64,7 @@ void enqueue_messages(connection& conn, const statement_set& stmts,
     wake_channel(stmts.where()),
     revive ? "true" : "false",
   };
-  conn.run(stmts.get("enqueue_messages"), p);
+  return conn.run(stmts.get("enqueue_messages"), p).int64(0, 0);
 }
 
 claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,
@@ -175,18 +175,16 @@ void deregister_node(connection& conn, const statement_set& stmts, std::int32_t 
   conn.run(stmts.get("deregister_node"), {std::to_string(node_id)});
 }
 
-std::int64_t recover_node_queue(connection& conn, const statement_set& stmts, std::int32_t node_id,
-                                const std::string& queue) {
-  return conn.run(stmts.get("recover_node_queue"), {std::to_string(node_id), queue}).affected();
-}
-
-reap_report reap_dead_nodes(connection& conn, const statement_set& stmts) {
-  auto res =
-    conn.run(stmts.get("reap_dead_nodes"), {std::to_string(node_lock_class(stmts.where()))});
+reap_report reap_dead_nodes(connection& conn, const statement_set& stmts,
+                            std::chrono::milliseconds grace) {
+  auto res = conn.run(stmts.get("reap_dead_nodes"), {std::to_string(node_lock_class(stmts.where())),
+                                                     std::to_string(grace.count())});
   reap_report out;
   out.dead_nodes = res.int64(0, 0);
   out.recovered = res.int64(0, 1);
   out.queues = parse_array_literal(res.text(0, 2));
+  out.suspect_nodes = res.int64(0, 3);
+  out.cleared_nodes = res.int64(0, 4);
   return out;
 }
 

@@ -6,13 +6,16 @@
 #include "storage/connection.hpp"
 #include "storage/records.hpp"
 
+#include <chrono>
+
 namespace troupe::storage {
 
 /// Inserts `batch` in one statement and wakes each queue once (delivered at commit). An existing
 /// id is put back in its queue when `revive` holds (re-sending a message re-runs it); a retry
-/// after a lost reply passes false so a message that already ran stays as it is.
-void enqueue_messages(connection& conn, const statement_set& stmts,
-                      const std::vector<new_message>& batch, bool revive = true);
+/// after a lost reply passes false so a message that already ran stays as it is. Returns the
+/// rows written (inserted or put back).
+std::int64_t enqueue_messages(connection& conn, const statement_set& stmts,
+                              const std::vector<new_message>& batch, bool revive = true);
 
 /// Claims up to `limit` ready messages of `queue` for `node_id`; when fewer came back, also
 /// asks when the next delayed message is due.
@@ -43,11 +46,9 @@ void reregister_node(connection& conn, const statement_set& stmts, const node_id
 /// Removes node `node_id` from the registry.
 void deregister_node(connection& conn, const statement_set& stmts, std::int32_t node_id);
 
-/// Puts back what node `node_id` holds of `queue` (its consumer was restarted); returns how many.
-std::int64_t recover_node_queue(connection& conn, const statement_set& stmts, std::int32_t node_id,
-                                const std::string& queue);
-
-/// Removes dead nodes and recovers the messages they were running.
-reap_report reap_dead_nodes(connection& conn, const statement_set& stmts);
+/// One janitor pass: marks nodes whose liveness lock is free as suspect, removes those that
+/// stayed so for `grace`, and recovers the messages they were running.
+reap_report reap_dead_nodes(connection& conn, const statement_set& stmts,
+                            std::chrono::milliseconds grace);
 
 } // namespace troupe::storage

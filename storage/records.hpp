@@ -78,6 +78,9 @@ struct reap_report {
   std::int64_t dead_nodes = 0;
   std::int64_t recovered = 0;
   std::vector<std::string> queues;
+  /// Nodes whose lock was first seen free in this pass, and nodes whose lock came back.
+  std::int64_t suspect_nodes = 0;
+  std::int64_t cleared_nodes = 0;
 };
 
 /// How a node describes itself in the nodes registry.

@@ -10,8 +10,13 @@
 #include <troupe/worker_node.hpp>
 
 #include <iostream>
+#include <string_view>
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string_view(argv[1]) == "--dump-default-config") {
+    std::cout << troupe::config::default_config_text();
+    return 0;
+  }
   try {
     auto settings = troupe::config::load(argc, argv);
     if (settings.help_printed)

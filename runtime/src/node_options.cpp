@@ -41,6 +41,11 @@ void validate(const node_options& o) {
   require(o.janitor_interval.count() >= 100,
           fmt::format("node.janitor-interval must be at least 100ms, got {}ms",
                       o.janitor_interval.count()));
+  require(o.dead_node_grace >= 2 * defaults::listener_reconnect_backoff_max,
+          fmt::format("node.dead-node-grace must be at least {}ms (twice the listener's "
+                      "reconnect backoff), got {}ms",
+                      2 * defaults::listener_reconnect_backoff_max.count(),
+                      o.dead_node_grace.count()));
   require(o.completion_batch_size >= 1 && o.completion_batch_size <= 10000,
           fmt::format("node.completion-batch-size must be between 1 and 10000, got {}",
                       o.completion_batch_size));

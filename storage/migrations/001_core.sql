@@ -39,13 +39,15 @@ CREATE INDEX IF NOT EXISTS {{n:queue_fetch_idx}}
 CREATE INDEX IF NOT EXISTS {{n:queue_running_idx}}
   ON {{t:queue}} (owner_node) WHERE state = 'running';
 
--- Worker nodes. A live node holds the session advisory lock ({{lock_class}}, node_id) on its
--- listener connection; a row whose lock is free belongs to a dead node.
+-- Worker nodes. A live node holds a session advisory lock (the area's lock class, node_id) on
+-- its listener connection. A janitor notes when a node's lock was first seen free
+-- (lock_lost_at); a node whose lock stays free for the grace period is dead.
 CREATE TABLE IF NOT EXISTS {{t:nodes}} (
   node_id      integer     GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   name         text        NOT NULL,
   host         text        NOT NULL,
   pid          integer     NOT NULL,
   queues       text[]      NOT NULL DEFAULT '{}',
-  started_at   timestamptz NOT NULL DEFAULT now()
+  started_at   timestamptz NOT NULL DEFAULT now(),
+  lock_lost_at timestamptz
 );

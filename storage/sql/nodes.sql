@@ -22,26 +22,38 @@ ON CONFLICT (node_id) DO NOTHING
 DELETE FROM {{t:nodes}} WHERE node_id = $1
 
 -- name: reap_dead_nodes
--- Finds nodes whose liveness lock is free (their session is gone), removes them, and puts every
--- message that a node no longer alive was running back in its queue. Returns the counts and the
--- queues that got messages back.
+-- One janitor pass. A node whose liveness lock is free (lock class $1) is first marked suspect,
+-- if its lock is still free once the grace period ($2 ms) has passed since then, it is dead: its
+-- row goes, and every message it was running goes back to its queue (so does a running message
+-- whose owner has no row at all). The grace lets a live node's listener reconnect after a
+-- database restart without its running tasks being handed to other nodes. Returns the counts
+-- and the queues that got messages back.
 WITH live AS (
   SELECT n.node_id FROM {{t:nodes}} n
     JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
                    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                    AND l.classid = $1::integer::oid AND l.objid = n.node_id::oid),
+cleared AS (
+  UPDATE {{t:nodes}} SET lock_lost_at = NULL
+   WHERE lock_lost_at IS NOT NULL AND node_id IN (SELECT node_id FROM live)
+  RETURNING node_id),
+suspect AS (
+  UPDATE {{t:nodes}} SET lock_lost_at = now()
+   WHERE lock_lost_at IS NULL AND node_id NOT IN (SELECT node_id FROM live)
+  RETURNING node_id),
 dead AS (
-  DELETE FROM {{t:nodes}} n WHERE n.node_id NOT IN (SELECT node_id FROM live)
-  RETURNING n.node_id),
+  DELETE FROM {{t:nodes}}
+   WHERE lock_lost_at < now() - $2::bigint * interval '1 millisecond'
+     AND node_id NOT IN (SELECT node_id FROM live)
+  RETURNING node_id),
+kept AS (
+  SELECT node_id FROM {{t:nodes}}
+   WHERE node_id NOT IN (SELECT node_id FROM dead)),
 recovered AS (
   UPDATE {{t:queue}} q SET state = 'queued', owner_node = NULL, eta = now()
    WHERE q.state = 'running'
-     AND (q.owner_node IS NULL OR q.owner_node NOT IN (SELECT node_id FROM live))
+     AND (q.owner_node IS NULL OR q.owner_node NOT IN (SELECT node_id FROM kept))
   RETURNING q.queue_name)
 SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM recovered),
-       coalesce((SELECT array_agg(DISTINCT queue_name) FROM recovered), '{}')::text
-
--- name: recover_node_queue
--- A consumer of node $1 for queue $2 was restarted: what it held is put back in the queue.
-UPDATE {{t:queue}} SET state = 'queued', owner_node = NULL, eta = now()
- WHERE state = 'running' AND owner_node = $1 AND queue_name = $2
+       coalesce((SELECT array_agg(DISTINCT queue_name) FROM recovered), '{}')::text,
+       (SELECT count(*) FROM suspect), (SELECT count(*) FROM cleared)

@@ -25,7 +25,9 @@ WITH ins AS (
          finished_at = NULL
    WHERE q.state <> 'cancelled' AND $10::boolean
   RETURNING q.queue_name)
-SELECT count(*) FROM (SELECT pg_notify($9, d.queue_name) FROM (SELECT DISTINCT queue_name FROM ins) d) n
+SELECT (SELECT count(*) FROM ins),
+       (SELECT count(*) FROM (SELECT pg_notify($9, d.queue_name)
+                                FROM (SELECT DISTINCT queue_name FROM ins) d) n)
 
 -- name: claim_batch
 -- Claims up to $3 ready messages of queue $1 for node $2, as many as the consumer has free slots,

@@ -167,7 +167,7 @@ CAF_TEST(released messages go back as if never claimed) {
   CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0 AND owner_node IS NULL"), 3);
 }
 
-CAF_TEST(messages of a node whose session ended are recovered by the janitor query) {
+CAF_TEST(a node whose lock stays free past the grace is dead and its messages go back) {
   for (int i = 0; i < 4; ++i)
     producer.enqueue(job(i));
   {
@@ -175,15 +175,59 @@ CAF_TEST(messages of a node whose session ended are recovered by the janitor que
     auto id = storage::register_node(doomed, area.statements(), who);
     CAF_CHECK_EQUAL(
       storage::claim_batch(doomed, area.statements(), "default", id, 4).messages.size(), 4u);
-    // A live node's messages are left alone.
-    auto r = storage::reap_dead_nodes(area.sql(), area.statements());
+    // A live node is left alone.
+    auto r = storage::reap_dead_nodes(area.sql(), area.statements(), 0ms);
     CAF_CHECK_EQUAL(r.recovered, 0);
+    CAF_CHECK_EQUAL(r.suspect_nodes, 0);
   } // the session ends: its advisory lock is released
+  // First seen without its lock: only suspect, nothing recovered yet.
+  storage::reap_report first;
   CAF_CHECK(testkit::wait_until(
-    [&] { return storage::reap_dead_nodes(area.sql(), area.statements()).recovered == 4; }, 5s));
+    [&] {
+      first = storage::reap_dead_nodes(area.sql(), area.statements(), 60s);
+      return first.suspect_nodes == 1;
+    },
+    5s));
+  CAF_CHECK_EQUAL(first.recovered, 0);
+  CAF_CHECK_EQUAL(count("state = 'running'"), 4);
+  // Past the grace: dead, and its messages are back in the queue.
+  auto second = storage::reap_dead_nodes(area.sql(), area.statements(), 0ms);
+  CAF_CHECK_EQUAL(second.dead_nodes, 1);
+  CAF_CHECK_EQUAL(second.recovered, 4);
+  CAF_CHECK_EQUAL(second.queues, std::vector<std::string>{"default"});
   CAF_CHECK_EQUAL(count("state = 'queued' AND owner_node IS NULL AND attempts = 1"), 4);
-  auto again = storage::reap_dead_nodes(area.sql(), area.statements());
+  auto again = storage::reap_dead_nodes(area.sql(), area.statements(), 0ms);
   CAF_CHECK_EQUAL(again.dead_nodes, 0);
+}
+
+CAF_TEST(a node that takes its lock back within the grace keeps its messages) {
+  producer.enqueue(job(1));
+  std::int32_t id = 0;
+  {
+    auto first_session = storage::connection::open(area.dsn(), "listener-1");
+    id = storage::register_node(first_session, area.statements(), who);
+    CAF_CHECK_EQUAL(
+      storage::claim_batch(first_session, area.statements(), "default", id, 1).messages.size(), 1u);
+  } // the listener's connection drops (say, a database restart)
+  CAF_CHECK(testkit::wait_until(
+    [&] { return storage::reap_dead_nodes(area.sql(), area.statements(), 60s).suspect_nodes == 1; },
+    5s));
+  auto second_session = storage::connection::open(area.dsn(), "listener-2");
+  storage::reregister_node(second_session, area.statements(), who, id);
+  auto r = storage::reap_dead_nodes(area.sql(), area.statements(), 0ms);
+  CAF_CHECK_EQUAL(r.cleared_nodes, 1);
+  CAF_CHECK_EQUAL(r.dead_nodes, 0);
+  CAF_CHECK_EQUAL(r.recovered, 0);
+  CAF_CHECK_EQUAL(count(fmt::format("state = 'running' AND owner_node = {}", id)), 1);
+}
+
+CAF_TEST(a running message whose owner has no row is recovered) {
+  producer.enqueue(job(1));
+  auto id = node(area.sql());
+  storage::claim_batch(area.sql(), area.statements(), "default", id, 1);
+  area.sql().exec(fmt::format("DELETE FROM {}.nodes", quote_identifier(area.where().schema)));
+  auto r = storage::reap_dead_nodes(area.sql(), area.statements(), 60s);
+  CAF_CHECK_EQUAL(r.recovered, 1);
 }
 
 CAF_TEST(invalid names are refused before any SQL) {

@@ -1,4 +1,4 @@
-// troupe-test-pg start|stop|restart DIR: the test run's PostgreSQL cluster, as a CTest fixture.
+// troupe-test-pg start|stop DIR: the test run's PostgreSQL cluster, as a CTest fixture.
 // With TROUPE_TEST_DSN set, it does nothing: the tests use that database instead.
 #include "local_postgres.hpp"
 

@@ -20,6 +20,7 @@ struct fixture {
     tasks.define(task_ref<int()>{"throw_int"}, []() -> int { throw 42; });
     tasks.define(task_ref<std::int32_t()>{"attempt"},
                  [](task_context& ctx) { return ctx.attempt; });
+    tasks.define(task_ref<std::string()>{"binary"}, [] { return std::string("a\0b\xff", 4); });
   }
 
   storage::claimed_message msg(std::string task, std::string args, std::int32_t attempt = 1) {
@@ -79,6 +80,20 @@ CAF_TEST(an exception from task code becomes a failure record) {
   auto odd = execute(tasks, msg("throw_int", "[]"), "default");
   CAF_CHECK(odd.state == outcome_state::failed);
   CAF_CHECK(contains(odd.error_json, R"("type":"int")"));
+}
+
+CAF_TEST(a result PostgreSQL cannot store becomes a failure record) {
+  auto o = execute(tasks, msg("binary", "[]"), "default");
+  CAF_CHECK(o.state == outcome_state::failed);
+  CAF_CHECK(contains(o.error_json, R"("type":"troupe::result_not_storable")"));
+  CAF_CHECK(is_storable_json_text(o.error_json));
+}
+
+CAF_TEST(failure text that is not valid UTF - 8 is still storable) {
+  auto o = execute(tasks, msg("explode", "[\"bad \xff byte\"]"), "default");
+  CAF_CHECK(o.state == outcome_state::failed);
+  CAF_CHECK(is_storable_json_text(o.error_json));
+  CAF_CHECK(contains(o.error_json, "bad \\ufffd byte"));
 }
 
 CAF_TEST(failure text is cut to 2000 characters) {

@@ -51,3 +51,17 @@ CAF_TEST(results are single JSON values) {
 CAF_TEST(json_quote escapes quotes and control characters) {
   CAF_CHECK_EQUAL(json_quote("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
 }
+
+CAF_TEST(json_quote turns invalid UTF - 8 and NUL into the replacement character) {
+  CAF_CHECK_EQUAL(json_quote(std::string("ok \xff x\0y", 8)), "\"ok \\ufffd x\\ufffdy\"");
+  CAF_CHECK_EQUAL(json_quote("caf\xc3\xa9 \xe2\x82\xac"), "\"caf\xc3\xa9 \xe2\x82\xac\"");
+  CAF_CHECK_EQUAL(json_quote("\xc0\xaf"), "\"\\ufffd\\ufffd\""); // overlong
+}
+
+CAF_TEST(only text PostgreSQL accepts as jsonb is storable) {
+  CAF_CHECK(is_storable_json_text(R"({"a":"caf\u00e9"})"));
+  CAF_CHECK(is_storable_json_text("\"caf\xc3\xa9\""));
+  CAF_CHECK(!is_storable_json_text("\"\\u0000\""));
+  CAF_CHECK(!is_storable_json_text("\"\xff\""));
+  CAF_CHECK(!is_storable_json_text(std::string("\"\0\"", 3)));
+}

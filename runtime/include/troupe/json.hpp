@@ -80,7 +80,12 @@ T decode_value(std::string_view json) {
   return std::get<0>(decode_args<T>("[" + std::string(json) + "]"));
 }
 
-/// `text` as a JSON string literal, quotes and control characters escaped.
+/// `text` as a JSON string literal, quotes and control characters escaped. Bytes that are not
+/// valid UTF-8, and NUL, become U+FFFD, so the result is always storable as jsonb.
 std::string json_quote(std::string_view text);
+
+/// Whether PostgreSQL can store `json` as jsonb text: valid UTF-8 without NUL, and no \u0000
+/// escape. (Whether it is well-formed JSON is not checked here.)
+bool is_storable_json_text(std::string_view json);
 
 } // namespace troupe

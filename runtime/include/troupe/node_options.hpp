@@ -18,6 +18,9 @@ inline constexpr std::chrono::milliseconds poll_interval{1000};
 inline constexpr std::int32_t storage_connections = 2;
 inline constexpr std::chrono::milliseconds shutdown_grace{30000};
 inline constexpr std::chrono::milliseconds janitor_interval{2000};
+inline constexpr std::chrono::milliseconds dead_node_grace{3000};
+/// The listener reconnects at least this often, well within dead_node_grace.
+inline constexpr std::chrono::milliseconds listener_reconnect_backoff_max{1000};
 inline constexpr std::chrono::milliseconds completion_flush_interval{2};
 inline constexpr std::int32_t completion_batch_size = 500;
 inline constexpr std::chrono::milliseconds reconnect_backoff_max{5000};
@@ -48,6 +51,9 @@ struct node_options {
   std::chrono::milliseconds shutdown_grace = defaults::shutdown_grace;
   /// How often the janitor looks for dead nodes (jittered by up to 10 %).
   std::chrono::milliseconds janitor_interval = defaults::janitor_interval;
+  /// How long a node's liveness lock must stay free before its messages are recovered: long
+  /// enough for a live node's listener to reconnect after a database restart.
+  std::chrono::milliseconds dead_node_grace = defaults::dead_node_grace;
   /// The completion batcher writes when this much time passed since the first unwritten outcome,
   /// or when it holds `completion_batch_size` outcomes.
   std::chrono::milliseconds completion_flush_interval = defaults::completion_flush_interval;

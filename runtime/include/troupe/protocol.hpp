@@ -64,7 +64,8 @@ typename Inspector::result_type inspect(Inspector& f, queue_stats& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reap_report& x) {
-  return f(caf::meta::type_name("reap_report"), x.dead_nodes, x.recovered, x.queues);
+  return f(caf::meta::type_name("reap_report"), x.dead_nodes, x.recovered, x.queues,
+           x.suspect_nodes, x.cleared_nodes);
 }
 
 } // namespace troupe::storage
@@ -73,10 +74,11 @@ namespace troupe {
 
 using namespace troupe::atoms;
 
-/// A node's account of itself (status requests, and the reply to a stop).
+/// A node's account of itself (status requests, and the reply to a stop). node_id is 0 until
+/// the node has registered.
 struct node_report {
   std::int32_t node_id = 0;
-  /// Attempts finished by this node's executors since it started.
+  /// Attempts finished by this node's executors since it started (summed over consumers).
   std::int64_t executed = 0;
   /// Messages handed back to the queue unstarted at shutdown.
   std::int64_t released = 0;
@@ -118,10 +120,8 @@ using storage_actor = caf::typed_actor<
                   std::vector<std::string>>::with<std::int64_t>,
   // publish messages in one statement; replies with how many
   caf::replies_to<enqueue_atom, std::vector<storage::new_message>>::with<std::int64_t>,
-  // recover the messages of dead nodes
-  caf::replies_to<reap_atom>::with<storage::reap_report>,
-  // recover what node `node_id` holds of `queue` (its consumer was restarted)
-  caf::replies_to<reap_atom, std::int32_t, std::string>::with<std::int64_t>,
+  // one janitor pass with the given grace (ms) for nodes whose lock is free
+  caf::replies_to<reap_atom, std::int64_t>::with<storage::reap_report>,
   // statistics of one queue, or of all when the name is empty
   caf::replies_to<stats_atom, std::string>::with<std::vector<storage::queue_stats>>>;
 
@@ -145,7 +145,7 @@ using consumer_actor = caf::typed_actor<
 /// Collects outcomes and writes them in one statement per flush.
 using batcher_actor =
   caf::typed_actor<caf::reacts_to<complete_atom, storage::outcome>,
-                   // write everything held now; replies once nothing is left unwritten
+                   // write now; replies once every outcome received before it is settled
                    caf::replies_to<flush_atom>::with<std::int64_t>,
                    // its own timer: the flush interval, or the backoff after a failed write
                    caf::reacts_to<poll_atom>>;
