@@ -42,7 +42,7 @@ bool is_global_option(std::string_view name) {
 /// Text typed by the user, safe to echo in an error: a DSN typed in the wrong place shows no
 /// password.
 std::string echo(std::string_view typed) {
-  return storage::redact_dsn(typed);
+  return storage::redact_secrets(typed);
 }
 
 /// Walks the arguments left to right; owns no data beyond the caller's vector.
@@ -132,7 +132,7 @@ void check_dsn_syntax(const std::string& dsn) {
     PQfreemem(err);
   while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' '))
     detail.pop_back();
-  if (storage::redact_dsn(dsn) != dsn)
+  if (storage::redact_secrets(dsn) != dsn)
     throw usage_error("the connection string is malformed (libpq's explanation is withheld "
                       "because it can quote part of the password)");
   throw usage_error("the connection string is malformed: " + detail);

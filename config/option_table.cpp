@@ -313,7 +313,7 @@ std::string without_password(const std::string& text) {
   // libpq takes a password as `password=...` or inside a URI.
   auto may_hold_one =
     text.find("password") != std::string::npos || text.find("://") != std::string::npos;
-  return may_hold_one ? storage::redact_dsn(text) : text;
+  return may_hold_one ? storage::redact_secrets(text) : text;
 }
 
 settings read_settings(const caf::settings& tree,

@@ -161,6 +161,8 @@ std::string redact_dsn(std::string_view dsn) {
   // Rebuilt from libpq's own parse, so every spelling libpq accepts (quoted values, escapes,
   // URIs, percent-encoding) loses its password; a DSN libpq cannot parse is not echoed at all.
   std::string text(dsn);
+  if (text.empty())
+    return text;
   char* err = nullptr;
   PQconninfoOption* opts = PQconninfoParse(text.c_str(), &err);
   if (opts == nullptr) {
@@ -179,6 +181,48 @@ std::string redact_dsn(std::string_view dsn) {
   }
   PQconninfoFree(opts);
   return out.empty() ? "<libpq defaults>" : out;
+}
+
+std::string redact_secrets(std::string_view text) {
+  std::string s(text);
+  // URI form: scheme://user:password@host
+  if (auto scheme = s.find("://"); scheme != std::string::npos) {
+    auto at = s.find('@', scheme + 3);
+    auto colon = s.find(':', scheme + 3);
+    if (at != std::string::npos && colon != std::string::npos && colon < at)
+      s.replace(colon + 1, at - colon - 1, "***");
+    if (auto q = s.find("password=", scheme); q != std::string::npos) {
+      auto end = s.find('&', q);
+      s.replace(q + 9, (end == std::string::npos ? s.size() : end) - q - 9, "***");
+    }
+    return s;
+  }
+  // key=value form: password=secret or password='sec ret'
+  for (std::size_t pos = s.find("password"); pos != std::string::npos;
+       pos = s.find("password", pos + 1)) {
+    auto eq = s.find_first_not_of(' ', pos + 8);
+    if (eq == std::string::npos || s[eq] != '=')
+      continue;
+    auto start = s.find_first_not_of(' ', eq + 1);
+    if (start == std::string::npos)
+      break;
+    std::size_t end = start;
+    if (s[start] == '\'') {
+      end = start + 1;
+      while (end < s.size() && s[end] != '\'') {
+        if (s[end] == '\\')
+          ++end;
+        ++end;
+      }
+      end = std::min(end + 1, s.size());
+    } else {
+      end = s.find(' ', start);
+      if (end == std::string::npos)
+        end = s.size();
+    }
+    s.replace(start, end - start, "***");
+  }
+  return s;
 }
 
 namespace {

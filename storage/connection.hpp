@@ -52,6 +52,9 @@ std::vector<std::string> parse_array_literal(std::string_view text);
 /// `dsn` as libpq parses it, with any password replaced by "***", for logs and errors; a DSN
 /// libpq cannot parse is not echoed.
 std::string redact_dsn(std::string_view dsn);
+/// Any text (an argument, a message) with what looks like a password in it replaced by "***":
+/// `password=...` (quoted or not) and the password of a `scheme://user:password@host` URI.
+std::string redact_secrets(std::string_view text);
 
 /// An open connection. Statements run through run() are prepared on first use under their name.
 class connection {

@@ -23,6 +23,8 @@
 #include <optional>
 #include <thread>
 
+#include <unistd.h>
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -82,7 +84,16 @@ int main(int argc, char** argv) {
     auto opts = parse(argc, argv);
     if (opts.dsn.empty()) {
       std::cout << "starting a private PostgreSQL cluster in .troupe/pg" << std::endl;
-      private_pg = troupe::testkit::local_postgres::start({".troupe/pg", 5432, ""});
+      try {
+        private_pg = troupe::testkit::local_postgres::start({".troupe/pg", 5432, ""});
+      } catch (const troupe::error& e) {
+        if (e.code() != troupe::errc::invalid_argument)
+          throw;
+        // Running as root in a folder the postgres user cannot enter: use /tmp instead.
+        auto fallback = "/tmp/troupe-demo-pg-" + std::to_string(::getuid());
+        std::cout << e.what() << "; using " << fallback << " instead" << std::endl;
+        private_pg = troupe::testkit::local_postgres::start({fallback, 5432, ""});
+      }
       opts.dsn = private_pg->dsn();
     }
     troupe::area where{"troupe_demo", ""};

@@ -68,8 +68,14 @@ local_postgres local_postgres::start(options opts) {
   fs::create_directories(dir);
   opts.dir = dir.string();
   if (geteuid() == 0) {
-    // initdb and postgres refuse to run as root: hand the folder to the postgres user.
+    // initdb and postgres refuse to run as root: hand the folder to the postgres user, who
+    // must also be able to reach it through its parent folders.
     std::system(fmt::format("chown postgres: {}", shell_quote(opts.dir)).c_str());
+    if (run_as_server_user(
+          fmt::format("test -w {} -a -x {}", shell_quote(opts.dir), shell_quote(opts.dir))) != 0)
+      throw error(errc::invalid_argument,
+                  "the postgres user cannot reach " + opts.dir +
+                    " (a parent folder is closed to it); choose a folder under /tmp");
   }
   auto bin = postgres_bin_dir();
   if (!fs::exists(dir / "data" / "PG_VERSION")) {

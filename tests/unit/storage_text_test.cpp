@@ -63,6 +63,14 @@ CAF_TEST(passwords never survive redaction) {
                   "<unparsable connection string>");
 }
 
+CAF_TEST(secrets in arbitrary text are hidden and other text is kept) {
+  CAF_CHECK_EQUAL(storage::redact_secrets("unknown option --frob"), "unknown option --frob");
+  CAF_CHECK_EQUAL(storage::redact_secrets("x password=s3cret y"), "x password=*** y");
+  CAF_CHECK_EQUAL(storage::redact_secrets("postgresql://app:s3cret@db/x"),
+                  "postgresql://app:***@db/x");
+  CAF_CHECK_EQUAL(storage::redact_dsn(""), "");
+}
+
 CAF_TEST(an unparsable connection string is refused without echoing a secret) {
   try {
     storage::connection::open("postgresql://app:s3cr%zzet@db/x", "test");

@@ -1,0 +1,132 @@
+#define CAF_SUITE cli
+#include <caf/test/unit_test.hpp>
+
+#include "scratch_area.hpp"
+#include "storage/migrations.hpp"
+#include "troupe/client.hpp"
+#include "troupe/task.hpp"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+
+using namespace troupe;
+
+namespace {
+
+struct run_result {
+  int status = -1;
+  std::string out; // stdout and stderr together
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Runs build/bin/troupe with `args` (already quoted as needed) and captures what it prints.
+run_result troupe_cli(const std::string& args) {
+  auto cmd = shell_quote(testkit::sibling_binary("troupe")) + " " + args + " 2>&1";
+  run_result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (auto n = std::fread(buf, 1, sizeof buf, p))
+    r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+task_ref<void(int)> job{"job"};
+
+struct fixture {
+  std::string dsn = testkit::test_dsn();
+  std::string schema = fmt::format("cli_{}", ::getpid());
+  std::string global = fmt::format("--dsn {} --schema {}", shell_quote(dsn), schema);
+
+  ~fixture() {
+    try {
+      storage::connection::open(dsn, "test").exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE");
+    } catch (...) {
+    }
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(cli_tests, fixture)
+
+CAF_TEST(init creates the area once and upgrade finds nothing to do) {
+  auto up = troupe_cli(global + " upgrade");
+  CAF_CHECK_EQUAL(up.status, 1);
+  CAF_CHECK(has(up.out, "not initialized"));
+  auto first = troupe_cli(global + " init --json");
+  CAF_CHECK_EQUAL(first.status, 0);
+  CAF_CHECK(has(first.out, fmt::format("\"version\":{}", storage::latest_migration())));
+  CAF_CHECK(has(first.out, "\"applied\":[1"));
+  auto second = troupe_cli(global + " init");
+  CAF_CHECK_EQUAL(second.status, 0);
+  CAF_CHECK(has(second.out, "already at version"));
+  CAF_CHECK_EQUAL(troupe_cli(global + " upgrade").status, 0);
+}
+
+CAF_TEST(stats counts messages per queue and state) {
+  CAF_REQUIRE_EQUAL(troupe_cli(global + " init").status, 0);
+  client producer{client_options{dsn, area{schema, ""}}};
+  for (int i = 0; i < 3; ++i)
+    producer.enqueue(job(i));
+  producer.enqueue(job(9).on_queue("later").with_delay(std::chrono::hours(1)));
+  auto text = troupe_cli(global + " stats");
+  CAF_CHECK_EQUAL(text.status, 0);
+  CAF_CHECK(has(text.out, "queue default"));
+  CAF_CHECK(has(text.out, "queued: 3"));
+  auto json = troupe_cli(global + " stats --json --queue later");
+  CAF_CHECK_EQUAL(json.status, 0);
+  CAF_CHECK(has(json.out, R"("queue":"later")"));
+  CAF_CHECK(has(json.out, R"("scheduled":1)"));
+  CAF_CHECK(has(json.out, R"("ready":0)"));
+  auto empty = troupe_cli(global + " stats --json --queue nothing_here");
+  CAF_CHECK(has(empty.out, R"("queued":0)"));
+}
+
+CAF_TEST(bad input is refused with exit code 2 naming what was wrong) {
+  auto bad_schema = troupe_cli("--schema 'Bad-Schema' init");
+  CAF_CHECK_EQUAL(bad_schema.status, 2);
+  CAF_CHECK(has(bad_schema.out, "Bad-Schema"));
+  auto bad_queue = troupe_cli(global + " stats --queue 'No Such'");
+  CAF_CHECK_EQUAL(bad_queue.status, 2);
+  CAF_CHECK(has(bad_queue.out, "\"No Such\""));
+  auto verb = troupe_cli("frobnicate");
+  CAF_CHECK_EQUAL(verb.status, 2);
+  auto from = troupe_cli("sql upgrade");
+  CAF_CHECK_EQUAL(from.status, 2);
+}
+
+CAF_TEST(a password in the DSN never appears in an error) {
+  auto r = troupe_cli("--dsn 'host=/nonexistent port=1 user=u password=s3cr3t' init");
+  CAF_CHECK_EQUAL(r.status, 1);
+  CAF_CHECK(!has(r.out, "s3cr3t"));
+  CAF_CHECK(has(r.out, "password=***"));
+}
+
+CAF_TEST(sql prints a migration script that builds the area) {
+  auto script = troupe_cli("--schema " + schema + " sql init");
+  CAF_CHECK_EQUAL(script.status, 0);
+  auto conn = storage::connection::open(dsn, "test");
+  conn.exec(script.out);
+  auto stmts = storage::make_statement_set(area{schema, ""});
+  CAF_CHECK_EQUAL(storage::current_version(conn, *stmts), storage::latest_migration());
+  auto none = troupe_cli(
+    fmt::format("--schema {} sql upgrade --from {}", schema, storage::latest_migration()));
+  CAF_CHECK_EQUAL(none.status, 0);
+  CAF_CHECK(!has(none.out, "-- migration"));
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
