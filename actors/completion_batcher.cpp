@@ -127,8 +127,11 @@ void flush(batcher_ptr self) {
       [=, taken = std::move(taken)](caf::error& err) mutable {
         auto& s = self->state;
         s.flushing = false;
+        // A lost connection or a transient conflict (deadlock, serialization failure): the
+        // same batch is tried again. Anything else means the database refuses its content.
         bool connection = err.category() == caf::atom("troupe") &&
-                          static_cast<errc>(err.code()) == errc::connection_lost;
+                          (static_cast<errc>(err.code()) == errc::connection_lost ||
+                           static_cast<errc>(err.code()) == errc::retryable);
         bool timeout = err == caf::sec::request_timeout;
         if (!connection && !timeout && taken.size() == 1) {
           replace_refused(self, taken.front(), err);

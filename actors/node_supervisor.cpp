@@ -287,6 +287,7 @@ node_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options opti
       if (s.node_id != 0)
         return;
       s.node_id = id;
+      s.final_report.node_id = id;
       if (s.stopping)
         finish_stop(self);
       else
