@@ -383,9 +383,4 @@ storage_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn,
   return actors::spawn_storage_router(sys, std::move(s), connections);
 }
 
-storage::new_message to_new_message(const message& m) {
-  return storage::new_message{m.id,           m.queue,    m.task,     m.args_json,
-                              m.options_json, m.priority, m.delay_ms, m.timestamp_ms};
-}
-
 } // namespace troupe

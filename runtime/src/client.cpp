@@ -9,12 +9,12 @@
 
 namespace troupe {
 
-namespace {
-
-storage::new_message to_row(const message& m) {
+storage::new_message to_new_message(const message& m) {
   return storage::new_message{m.id,           m.queue,    m.task,     m.args_json,
                               m.options_json, m.priority, m.delay_ms, m.timestamp_ms};
 }
+
+namespace {
 
 void check(const message& m) {
   validate_queue_name(m.queue);
@@ -66,7 +66,7 @@ client::~client() = default;
 
 message client::enqueue(message m) {
   check(m);
-  std::vector<storage::new_message> rows{to_row(m)};
+  std::vector<storage::new_message> rows{to_new_message(m)};
   impl_->with_connection([&](storage::connection& c, bool first_try) {
     storage::enqueue_messages(c, *impl_->stmts, rows, first_try);
   });
@@ -80,7 +80,7 @@ std::vector<message> client::enqueue_batch(std::vector<message> batch) {
   rows.reserve(batch.size());
   for (const auto& m : batch) {
     check(m);
-    rows.push_back(to_row(m));
+    rows.push_back(to_new_message(m));
   }
   impl_->with_connection([&](storage::connection& c, bool first_try) {
     storage::enqueue_messages(c, *impl_->stmts, rows, first_try);

@@ -2,6 +2,7 @@
 // to it (and to its storage) through the typed handles of <troupe/protocol.hpp>.
 #pragma once
 
+#include "troupe/client.hpp"
 #include "troupe/node_options.hpp"
 #include "troupe/protocol.hpp"
 #include "troupe/task.hpp"
@@ -22,8 +23,5 @@ node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
 /// blocking the caller. Stop it with send_exit.
 storage_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn, const area& where,
                                  int connections = 1);
-
-/// The storage row of a message (for `enqueue_atom`).
-storage::new_message to_new_message(const message& m);
 
 } // namespace troupe

@@ -9,7 +9,14 @@
 #include <string>
 #include <vector>
 
+namespace troupe::storage {
+struct new_message;
+} // namespace troupe::storage
+
 namespace troupe {
+
+/// The storage row of a message (also what `enqueue_atom` takes from CAF producers).
+storage::new_message to_new_message(const message& m);
 
 /// Where a client publishes.
 struct client_options {
