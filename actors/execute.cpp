@@ -1,7 +1,10 @@
 #include "actors/execute.hpp"
 
+#include "troupe/client.hpp"
 #include "troupe/error.hpp"
 #include "troupe/json.hpp"
+#include "troupe/log.hpp"
+#include "troupe/options.hpp"
 
 #include <cxxabi.h>
 #include <fmt/chrono.h>
@@ -30,19 +33,85 @@ std::string utc_now_iso() {
                      fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms.count());
 }
 
-storage::outcome failed(const storage::claimed_message& msg, std::string_view type,
-                        std::string_view text) {
+// Records how the task itself ended in `a` (it never throws).
+void run_task(attempt& a, std::string_view args_json) {
+  try {
+    a.result_json = a.task->invoke(a.context, args_json);
+    if (!is_storable_json_text(a.result_json)) {
+      a.status = attempt_status::failed;
+      a.permanent = true;
+      a.error_type = "troupe::result_not_storable";
+      a.error_text = "the task's result holds text that is not valid UTF-8, or a NUL character, "
+                     "which PostgreSQL cannot store";
+      a.result_json.clear();
+    }
+    return;
+  } catch (const error& e) {
+    a.exception = std::current_exception();
+    a.error_type = e.code() == errc::decode_failed ? "troupe::decode_failed" : "troupe::error";
+    a.permanent = e.code() == errc::decode_failed;
+    a.error_text = e.what();
+  } catch (const std::exception& e) {
+    a.exception = std::current_exception();
+    a.error_type = demangle(typeid(e).name());
+    a.error_text = e.what();
+  } catch (...) {
+    a.exception = std::current_exception();
+    auto* type = abi::__cxa_current_exception_type();
+    a.error_type = type ? demangle(type->name()) : "unknown";
+    a.error_text = "non-standard exception";
+  }
+  a.status = attempt_status::failed;
+}
+
+// Runs one hook of every middleware in `order`; a hook that throws is logged and the others
+// still run (a middleware bug must not lose the attempt's outcome).
+template <class Range, class Hook>
+void run_hooks(Range&& order, attempt& a, Hook hook) {
+  for (const auto& m : order) {
+    try {
+      hook(*m, a);
+    } catch (const std::exception& e) {
+      log().error("middleware {} failed in a hook message={}: {}", m->name(), a.context.message_id,
+                  e.what());
+    } catch (...) {
+      log().error("middleware {} failed in a hook message={}", m->name(), a.context.message_id);
+    }
+  }
+}
+
+storage::outcome to_outcome(attempt& a) {
   storage::outcome o;
-  o.id = msg.id;
-  o.attempt = msg.attempt;
-  o.state = storage::outcome_state::failed;
-  o.error_json = failure_record(type, text, msg.attempt);
+  o.id = a.context.message_id;
+  o.attempt = a.context.attempt;
+  bool keep_result =
+    a.task &&
+    (option_bool(a.context.options_json, "store_results").value_or(a.task->options.store_results));
+  switch (a.status) {
+  case attempt_status::done:
+    o.state = storage::outcome_state::done;
+    if (keep_result)
+      o.result_json = std::move(a.result_json);
+    break;
+  case attempt_status::failed:
+    o.state = a.retry ? storage::outcome_state::retry : storage::outcome_state::failed;
+    o.retry_delay_ms = a.retry_delay.count();
+    o.error_json = failure_record(a.error_type, a.error_text, a.context.attempt);
+    break;
+  case attempt_status::skipped:
+    o.state = storage::outcome_state::failed;
+    o.error_json = failure_record(a.error_type, a.error_text, a.context.attempt, true);
+    break;
+  }
+  for (auto& m : a.follow_ups)
+    o.follow_ups.push_back(to_new_message(m));
   return o;
 }
 
 } // namespace
 
-std::string failure_record(std::string_view type, std::string_view text, std::int32_t attempt) {
+std::string failure_record(std::string_view type, std::string_view text, std::int32_t attempt,
+                           bool skipped) {
   if (text.size() > max_failure_text) {
     // Cut on a UTF-8 character boundary.
     auto cut = max_failure_text;
@@ -50,39 +119,50 @@ std::string failure_record(std::string_view type, std::string_view text, std::in
       --cut;
     text = text.substr(0, cut);
   }
-  return fmt::format(R"({{"type":{},"text":{},"time":{},"attempt":{}}})", json_quote(type),
-                     json_quote(text), json_quote(utc_now_iso()), attempt);
+  return fmt::format(R"({{"type":{},"text":{},"time":{},"attempt":{}{}}})", json_quote(type),
+                     json_quote(text), json_quote(utc_now_iso()), attempt,
+                     skipped ? R"(,"skipped":true)" : "");
 }
 
 storage::outcome execute(const task_registry& registry, const storage::claimed_message& msg,
                          const std::string& queue) {
-  const auto* entry = registry.find(msg.task);
-  if (entry == nullptr)
-    return failed(msg, "troupe::unknown_task",
-                  fmt::format("no task named \"{}\" is registered on this node", msg.task));
-  task_context ctx{msg.id,      queue,        msg.task,          msg.options_json,
-                   msg.attempt, msg.priority, msg.enqueued_at_ms};
+  task_context ctx{msg.id,      queue,        msg.task,           msg.options_json,
+                   msg.attempt, msg.priority, msg.enqueued_at_ms, msg.args_json};
+  attempt a{ctx};
+  a.task = registry.find(msg.task);
+  a.registry = &registry;
+  const auto& stack = registry.middleware();
+  // before_process in stack order; a skip stops the rest and runs after_skip of those entered.
+  std::size_t entered = 0;
   try {
-    storage::outcome o;
-    o.id = msg.id;
-    o.attempt = msg.attempt;
-    o.state = storage::outcome_state::done;
-    o.result_json = entry->invoke(ctx, msg.args_json);
-    if (!is_storable_json_text(o.result_json))
-      return failed(msg, "troupe::result_not_storable",
-                    "the task's result holds text that is not valid UTF-8, or a NUL character, "
-                    "which PostgreSQL cannot store");
-    return o;
-  } catch (const error& e) {
-    if (e.code() == errc::decode_failed)
-      return failed(msg, "troupe::decode_failed", e.what());
-    return failed(msg, "troupe::error", e.what());
+    for (; entered < stack.size(); ++entered)
+      stack[entered]->before_process(a);
+  } catch (const skip_attempt& skip) {
+    a.status = attempt_status::skipped;
+    a.error_type = skip.type;
+    a.error_text = skip.reason;
+    auto done = std::vector<middleware_ptr>(stack.begin(), stack.begin() + entered);
+    run_hooks(std::vector<middleware_ptr>(done.rbegin(), done.rend()), a,
+              [](middleware& m, attempt& x) { m.after_skip(x); });
+    return to_outcome(a);
   } catch (const std::exception& e) {
-    return failed(msg, demangle(typeid(e).name()), e.what());
-  } catch (...) {
-    auto* type = abi::__cxa_current_exception_type();
-    return failed(msg, type ? demangle(type->name()) : "unknown", "non-standard exception");
+    a.status = attempt_status::failed;
+    a.error_type = "troupe::middleware_failed";
+    a.error_text = std::string("a before_process hook failed: ") + e.what();
   }
+  if (a.status != attempt_status::failed) {
+    if (a.task == nullptr) {
+      a.status = attempt_status::failed;
+      a.permanent = true;
+      a.error_type = "troupe::unknown_task";
+      a.error_text = fmt::format("no task named \"{}\" is registered on this node", msg.task);
+    } else {
+      run_task(a, msg.args_json);
+    }
+  }
+  run_hooks(std::vector<middleware_ptr>(stack.rbegin(), stack.rend()), a,
+            [](middleware& m, attempt& x) { m.after_process(x); });
+  return to_outcome(a);
 }
 
 } // namespace troupe::actors

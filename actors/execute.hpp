@@ -13,13 +13,18 @@ namespace troupe::actors {
 /// The longest failure text kept in a failure record.
 inline constexpr std::size_t max_failure_text = 2000;
 
-/// A failure record as stored with the message: {"type", "text" (at most 2,000 characters),
-/// "time" (UTC, ISO 8601), "attempt"}.
-std::string failure_record(std::string_view type, std::string_view text, std::int32_t attempt);
+/// A failure record as stored with the message: {"type", "text" (at most 2,000 bytes, cut on
+/// a character boundary), "time" (UTC, ISO 8601), "attempt"}, plus "skipped": true when a
+/// middleware skipped the attempt (age limit).
+std::string failure_record(std::string_view type, std::string_view text, std::int32_t attempt,
+                           bool skipped = false);
 
-/// Runs `msg` with the tasks of `registry`. Unknown tasks and undecodable arguments become
-/// failed outcomes whose record names the reason; a task's exception becomes a failed outcome
-/// with the exception's type and text.
+/// Runs `msg` with the tasks and the middleware of `registry`: before_process hooks, the task,
+/// after_process hooks in reverse order. Unknown tasks and undecodable arguments become failed
+/// outcomes whose record names the reason (never retried); a task's exception becomes a failed
+/// outcome with the exception's type and text, which the retries middleware may turn into a
+/// retry. Follow-up messages (callbacks) travel with the outcome. The result is kept only when
+/// the task (or message) asks to store results.
 storage::outcome execute(const task_registry& registry, const storage::claimed_message& msg,
                          const std::string& queue);
 

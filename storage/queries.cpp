@@ -2,7 +2,9 @@
 
 #include "troupe/area.hpp"
 
+#include <algorithm>
 #include <string>
+#include <unordered_set>
 
 namespace troupe::storage {
 
@@ -104,8 +106,32 @@ std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::i
     nullable_column(outcomes, [](const outcome& o) { return o.result_json; }),
     nullable_column(outcomes, [](const outcome& o) { return o.error_json; }),
     column(outcomes, [](const outcome& o) { return std::to_string(o.retry_delay_ms); }),
+    results_channel(stmts.where()),
   };
-  return conn.run(stmts.get("complete_batch"), p).rows();
+  bool any_follow_ups = std::any_of(outcomes.begin(), outcomes.end(),
+                                    [](const outcome& o) { return !o.follow_ups.empty(); });
+  if (!any_follow_ups)
+    return conn.run(stmts.get("complete_batch"), p).rows();
+  // Follow-ups (callbacks) are published in the same transaction as the outcomes they follow,
+  // and only for outcomes that were written.
+  conn.exec("BEGIN", "complete_batch");
+  try {
+    auto res = conn.run(stmts.get("complete_batch"), p);
+    std::unordered_set<std::string> written;
+    for (int r = 0; r < res.rows(); ++r)
+      written.emplace(res.text(r, 0));
+    std::vector<new_message> follow;
+    for (const auto& o : outcomes)
+      if (written.contains(o.id))
+        follow.insert(follow.end(), o.follow_ups.begin(), o.follow_ups.end());
+    enqueue_messages(conn, stmts, follow);
+    conn.exec("COMMIT", "complete_batch");
+    return res.rows();
+  } catch (...) {
+    if (conn.ok())
+      conn.exec("ROLLBACK", "complete_batch");
+    throw;
+  }
 }
 
 std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::int32_t node_id,

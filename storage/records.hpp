@@ -51,6 +51,8 @@ struct outcome {
   std::string result_json; ///< empty: SQL NULL
   std::string error_json;  ///< empty: SQL NULL
   std::int64_t retry_delay_ms = 0;
+  /// Messages published in the same transaction as this outcome, only if it is written.
+  std::vector<new_message> follow_ups;
 };
 
 /// One claim's answer: the messages, and when the next delayed one becomes ready.

@@ -13,7 +13,10 @@ std::int64_t fib(int n) {
 } // namespace
 
 void define_tasks(troupe::task_registry& tasks) {
-  tasks.define(greet, [](const std::string& name) { return "hello, " + name; });
+  troupe::task_options keep;
+  keep.store_results = true; // greetings can be read back with get_result
+  tasks.define(
+    greet, [](const std::string& name) { return "hello, " + name; }, keep);
   tasks.define(fibonacci, [](int n) { return fib(n); });
   tasks.define(sum, [](const std::vector<std::int64_t>& xs) {
     return std::accumulate(xs.begin(), xs.end(), std::int64_t{0});

@@ -17,6 +17,16 @@ void task_registry::add(task_entry entry) {
   by_name_.emplace(std::move(name), std::make_shared<task_entry>(std::move(entry)));
 }
 
+void task_registry::use(middleware_ptr m) {
+  if (!m)
+    throw error(errc::invalid_argument, "task_registry::use: no middleware given");
+  middleware_.push_back(std::move(m));
+}
+
+void task_registry::set_middleware(std::vector<middleware_ptr> stack) {
+  middleware_ = std::move(stack);
+}
+
 const task_entry* task_registry::find(std::string_view name) const {
   auto i = by_name_.find(std::string(name));
   return i == by_name_.end() ? nullptr : i->second.get();

@@ -68,7 +68,10 @@ SELECT ceil(extract(epoch FROM min(e.eta) - now()) * 1000)::bigint
 -- name: complete_batch
 -- Writes many outcomes in one statement. Each row is written only while node $1 still owns the
 -- delivery ($3 = attempts of that claim): a node that lost its claim (recovered elsewhere, or
--- abandoned) can never overwrite a newer delivery. Returns the ids that were written.
+-- abandoned) can never overwrite a newer delivery. Returns the ids that were written. When a
+-- written row holds a result or a failure, one notification on the results channel ($8) wakes
+-- result waiters (none for plain successes, which nobody waits for).
+WITH written AS (
 UPDATE {{t:queue}} q
    SET state = c.state::{{t:state}},
        owner_node = NULL,
@@ -81,7 +84,10 @@ UPDATE {{t:queue}} q
        AS c(id, attempt, state, result, error, retry_ms)
  WHERE q.message_id = c.id AND q.owner_node = $1 AND q.attempts = c.attempt
    AND q.state = 'running'
-RETURNING q.message_id::text
+RETURNING q.message_id, (q.result IS NOT NULL OR q.error IS NOT NULL) AS interesting),
+woken AS (
+  SELECT pg_notify($8, '') WHERE EXISTS (SELECT 1 FROM written WHERE interesting))
+SELECT w.message_id::text FROM written w CROSS JOIN (SELECT count(*) FROM woken) n
 
 -- name: release_claimed
 -- Returns claimed messages that never started (prefetched at shutdown) to the queue, as if they

@@ -56,7 +56,8 @@ struct fixture {
 };
 
 storage::outcome done(const storage::claimed_message& m, std::string result = "1") {
-  return storage::outcome{m.id, m.attempt, storage::outcome_state::done, std::move(result), "", 0};
+  return storage::outcome{m.id, m.attempt, storage::outcome_state::done, std::move(result), "",
+                          0,    {}};
 }
 
 } // namespace

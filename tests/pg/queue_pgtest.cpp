@@ -52,7 +52,7 @@ CAF_TEST(enqueue claim complete) {
   CAF_CHECK_EQUAL(c.args_json, "[1]");
   CAF_CHECK_EQUAL(c.attempt, 1);
   CAF_CHECK_EQUAL(count("state = 'running' AND owner_node IS NOT NULL"), 1);
-  storage::outcome o{c.id, c.attempt, storage::outcome_state::done, "42", "", 0};
+  storage::outcome o{c.id, c.attempt, storage::outcome_state::done, "42", "", 0, {}};
   CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {o}), 1);
   CAF_CHECK_EQUAL(count("state = 'done' AND result = '42' AND finished_at IS NOT NULL "
                         "AND owner_node IS NULL"),
@@ -136,13 +136,14 @@ CAF_TEST(a completion for a delivery the node no longer owns is refused) {
   auto m = producer.enqueue(job(1));
   auto n = node(area.sql());
   auto c = storage::claim_batch(area.sql(), area.statements(), "default", n, 1).messages.at(0);
-  storage::outcome stale{c.id, c.attempt + 1, storage::outcome_state::done, "1", "", 0};
+  storage::outcome stale{c.id, c.attempt + 1, storage::outcome_state::done, "1", "", 0, {}};
   CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {stale}), 0);
-  storage::outcome other_node{c.id, c.attempt, storage::outcome_state::done, "1", "", 0};
+  storage::outcome other_node{c.id, c.attempt, storage::outcome_state::done, "1", "", 0, {}};
   CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n + 1000, {other_node}),
                   0);
   CAF_CHECK_EQUAL(count("state = 'running'"), 1);
-  storage::outcome good{c.id, c.attempt, storage::outcome_state::failed, "", R"({"type":"x"})", 0};
+  storage::outcome good{c.id, c.attempt, storage::outcome_state::failed, "", R"({"type":"x"})",
+                        0,    {}};
   CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {good}), 1);
   CAF_CHECK_EQUAL(count("state = 'failed' AND error->>'type' = 'x'"), 1);
   (void)m;
@@ -152,8 +153,8 @@ CAF_TEST(a retry outcome puts the message back with a later eta) {
   producer.enqueue(job(1));
   auto n = node(area.sql());
   auto c = storage::claim_batch(area.sql(), area.statements(), "default", n, 1).messages.at(0);
-  storage::outcome retry{c.id, c.attempt,         storage::outcome_state::retry,
-                         "",   R"({"type":"x"})", 60000};
+  storage::outcome retry{c.id,  c.attempt, storage::outcome_state::retry, "", R"({"type":"x"})",
+                         60000, {}};
   CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {retry}), 1);
   CAF_CHECK_EQUAL(count("state = 'queued' AND eta > now() + interval '50 s' AND attempts = 1"), 1);
 }

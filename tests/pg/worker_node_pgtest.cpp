@@ -31,7 +31,10 @@ struct fixture {
 
   fixture() {
     sys = std::make_unique<caf::actor_system>(cfg);
-    tasks->define(add, [](int a, int b) { return a + b; });
+    task_options keep;
+    keep.store_results = true;
+    tasks->define(
+      add, [](int a, int b) { return a + b; }, keep);
     tasks->define(nap, [](int ms) {
       ++naps_started;
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));

@@ -41,6 +41,10 @@ std::string quote_identifier(std::string_view name);
 /// "troupe." followed by a 16-digit hash of the area.
 std::string wake_channel(const area& a);
 
+/// The channel that wakes result waiters: "<schema>.<prefix>results", hashed like wake_channel
+/// when too long.
+std::string results_channel(const area& a);
+
 /// The first key of every node liveness lock of this area (a positive 31-bit hash).
 std::int32_t node_lock_class(const area& a);
 

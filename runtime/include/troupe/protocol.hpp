@@ -48,7 +48,7 @@ typename Inspector::result_type inspect(Inspector& f, claimed_message& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, outcome& x) {
   return f(caf::meta::type_name("outcome"), x.id, x.attempt, x.state, x.result_json, x.error_json,
-           x.retry_delay_ms);
+           x.retry_delay_ms, x.follow_ups);
 }
 
 template <class Inspector>

@@ -8,6 +8,12 @@
 
 #include "troupe/json.hpp"
 #include "troupe/message.hpp"
+#include "troupe/middleware.hpp"
+#include "troupe/options.hpp"
+
+#include <chrono>
+#include <exception>
+#include <optional>
 
 #include <functional>
 #include <memory>
@@ -29,6 +35,91 @@ struct task_context {
   std::int32_t attempt = 0;
   std::int32_t priority = 0;
   std::int64_t enqueued_at_ms = 0;
+  /// The message's arguments, as published.
+  std::string args_json;
+};
+
+/// What a callback receives about the message it follows (JSON object with these keys).
+struct message_summary {
+  std::string id;
+  std::string queue;
+  std::string task;
+  std::string args_json;
+  std::string options_json;
+  std::int32_t attempt = 0;
+  std::int64_t timestamp_ms = 0;
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(cereal::make_nvp("id", id), cereal::make_nvp("queue", queue), cereal::make_nvp("task", task),
+       cereal::make_nvp("args", args_json), cereal::make_nvp("options", options_json),
+       cereal::make_nvp("attempt", attempt), cereal::make_nvp("timestamp_ms", timestamp_ms));
+  }
+};
+
+/// What an on_failure callback receives about the failed attempt.
+struct failure_info {
+  std::string type;
+  std::string text;
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(cereal::make_nvp("type", type), cereal::make_nvp("text", text));
+  }
+};
+
+/// What an on_retry_exhausted task receives besides the message.
+struct retry_info {
+  std::int32_t retries = 0;
+  std::int32_t max_retries = 0;
+  std::string type;
+  std::string text;
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(cereal::make_nvp("retries", retries), cereal::make_nvp("max_retries", max_retries),
+       cereal::make_nvp("type", type), cereal::make_nvp("text", text));
+  }
+};
+
+/// Per-task settings of the standard middleware. A message's own options (same names, times in
+/// milliseconds) override them; unset ones take the middleware defaults.
+struct task_options {
+  /// Retries after the first attempt (default 20).
+  std::optional<std::int32_t> max_retries;
+  /// Backoff before the first retry (default 15 s); it doubles per retry up to max_backoff.
+  std::optional<std::chrono::milliseconds> min_backoff;
+  /// Longest backoff (default 7 days).
+  std::optional<std::chrono::milliseconds> max_backoff;
+  /// Decides whether to retry instead of max_retries: (retries so far, the exception).
+  std::function<bool(std::int32_t, const std::exception_ptr&)> retry_when;
+  /// Exceptions that are never retried (see never_retry_on).
+  std::vector<std::function<bool(const std::exception_ptr&)>> never_retry;
+  /// A task that receives (message_summary, retry_info) once retries are exhausted.
+  std::string on_retry_exhausted;
+  /// Skip the message when it is older than this at the start of an attempt (retries count).
+  std::optional<std::chrono::milliseconds> max_age;
+  /// Tasks that receive (message_summary, result JSON text) on success, and
+  /// (message_summary, failure_info) on each failed attempt.
+  std::string on_success;
+  std::string on_failure;
+  /// Keep the result in the message's row for get_result (default false).
+  bool store_results = false;
+
+  /// Never retry when the task throws an `E` (or something derived from it).
+  template <class E>
+  task_options& never_retry_on() {
+    never_retry.push_back([](const std::exception_ptr& p) {
+      try {
+        std::rethrow_exception(p);
+      } catch (const E&) {
+        return true;
+      } catch (...) {
+        return false;
+      }
+    });
+    return *this;
+  }
 };
 
 template <class Signature>
@@ -63,6 +154,7 @@ struct task_entry {
   std::string name;
   std::string queue;
   std::function<std::string(task_context&, std::string_view args_json)> invoke;
+  task_options options;
 };
 
 /// The tasks a worker node can run, by name. Filled before the node starts, then read-only.
@@ -71,7 +163,7 @@ public:
   /// Registers `impl` for `ref`. `impl` takes the task's arguments, optionally preceded by a
   /// `task_context&`. Throws troupe::error(invalid_argument) when the name is taken.
   template <class R, class... Args, class F>
-  void define(const task_ref<R(Args...)>& ref, F impl) {
+  void define(const task_ref<R(Args...)>& ref, F impl, task_options options = {}) {
     auto invoke = [impl = std::move(impl)](task_context& ctx,
                                            std::string_view json) mutable -> std::string {
       auto args = decode_args<std::decay_t<Args>...>(json);
@@ -88,7 +180,7 @@ public:
         return encode_value(std::apply(call, args));
       }
     };
-    add(task_entry{ref.name(), ref.queue(), std::move(invoke)});
+    add(task_entry{ref.name(), ref.queue(), std::move(invoke), std::move(options)});
   }
 
   /// Registers a type-erased entry. Throws troupe::error(invalid_argument) on a taken or
@@ -103,8 +195,15 @@ public:
 
   std::size_t size() const noexcept { return by_name_.size(); }
 
+  /// Adds a middleware after those already there (the standard stack comes first).
+  void use(middleware_ptr m);
+  /// Replaces the whole stack (an empty vector removes even the standard middleware).
+  void set_middleware(std::vector<middleware_ptr> stack);
+  const std::vector<middleware_ptr>& middleware() const noexcept { return middleware_; }
+
 private:
   std::unordered_map<std::string, std::shared_ptr<task_entry>> by_name_;
+  std::vector<middleware_ptr> middleware_ = standard_middleware();
 };
 
 } // namespace troupe

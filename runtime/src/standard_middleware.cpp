@@ -1,0 +1,156 @@
+// The standard middleware: age limit, retries, callbacks. Each reads a message option first,
+// then the task's option, then its own default.
+#include "troupe/error.hpp"
+#include "troupe/log.hpp"
+#include "troupe/middleware.hpp"
+#include "troupe/options.hpp"
+#include "troupe/task.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+namespace troupe {
+
+namespace {
+
+using namespace std::chrono;
+
+std::int64_t unix_ms() {
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+message_summary summarize(const attempt& a) {
+  const auto& c = a.context;
+  return message_summary{c.message_id,   c.queue,   c.task,          c.args_json,
+                         c.options_json, c.attempt, c.enqueued_at_ms};
+}
+
+// A follow-up message for task `name`, on that task's queue when this node knows it, else on
+// the queue of the message it follows.
+message follow_up(const attempt& a, const std::string& name, std::string args_json) {
+  const task_entry* target = a.registry ? a.registry->find(name) : nullptr;
+  auto queue = target ? target->queue : a.context.queue;
+  return make_message(std::move(queue), name, std::move(args_json));
+}
+
+std::string string_option(const attempt& a, std::string_view key, const std::string& task_value) {
+  if (auto v = option_string(a.context.options_json, key))
+    return *v;
+  return task_value;
+}
+
+template <class T>
+T duration_option(const attempt& a, std::string_view key, const std::optional<T>& task_value,
+                  T fallback) {
+  if (auto v = option_int(a.context.options_json, key); v && *v > 0)
+    return T{*v};
+  return task_value ? *task_value : fallback;
+}
+
+/// Skips a message older than max_age (since its first publish, retries included).
+class age_limit final : public middleware {
+public:
+  std::string name() const override { return "age_limit"; }
+
+  void before_process(attempt& a) override {
+    if (!a.task)
+      return;
+    auto max_age = duration_option(a, "max_age", a.task->options.max_age, milliseconds{0});
+    if (max_age.count() <= 0)
+      return;
+    auto age = unix_ms() - a.context.enqueued_at_ms;
+    if (age > max_age.count())
+      throw skip_attempt{"troupe::age_limit_exceeded",
+                         fmt::format("the message is {}ms old, older than its max_age of {}ms", age,
+                                     max_age.count())};
+  }
+};
+
+/// Puts a failed message back with exponential backoff until its retries are used up.
+class retries final : public middleware {
+public:
+  static constexpr std::int32_t default_max_retries = 20;
+  static constexpr milliseconds default_min_backoff{15'000};
+  static constexpr milliseconds default_max_backoff{7LL * 24 * 3600 * 1000};
+
+  std::string name() const override { return "retries"; }
+
+  void after_process(attempt& a) override {
+    if (a.status != attempt_status::failed || a.permanent || !a.task)
+      return;
+    const auto& opts = a.task->options;
+    if (a.exception)
+      for (const auto& never : opts.never_retry)
+        if (never(a.exception))
+          return;
+    auto retries_so_far = std::max(0, a.context.attempt - 1);
+    std::int32_t max_retries = opts.max_retries.value_or(default_max_retries);
+    if (auto v = option_int(a.context.options_json, "max_retries"); v && *v >= 0)
+      max_retries = static_cast<std::int32_t>(*v);
+    bool again =
+      opts.retry_when ? opts.retry_when(retries_so_far, a.exception) : retries_so_far < max_retries;
+    if (again) {
+      auto min_b = duration_option(a, "min_backoff", opts.min_backoff, default_min_backoff);
+      auto max_b = duration_option(a, "max_backoff", opts.max_backoff, default_max_backoff);
+      a.retry = true;
+      a.retry_delay = backoff(retries_so_far, min_b, max_b);
+      return;
+    }
+    auto exhausted = string_option(a, "on_retry_exhausted", opts.on_retry_exhausted);
+    if (!exhausted.empty())
+      a.follow_ups.push_back(
+        follow_up(a, exhausted,
+                  encode_args(summarize(a), retry_info{retries_so_far, max_retries, a.error_type,
+                                                       a.error_text})));
+  }
+
+  /// The delay before retry number retries + 1: min_backoff doubled per earlier retry, capped
+  /// at max_backoff, then drawn uniformly from its upper half but never below min_backoff.
+  static milliseconds backoff(std::int32_t retries, milliseconds min_b, milliseconds max_b) {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    auto base = min_b;
+    for (std::int32_t i = 0; i < retries && base < max_b; ++i)
+      base *= 2;
+    base = std::min(base, max_b);
+    auto low = std::min(base, std::max(min_b, base / 2));
+    std::uniform_int_distribution<std::int64_t> pick(low.count(), base.count());
+    return milliseconds{pick(rng)};
+  }
+};
+
+/// Publishes on_success / on_failure callbacks with the outcome they follow.
+class callbacks final : public middleware {
+public:
+  std::string name() const override { return "callbacks"; }
+
+  void after_process(attempt& a) override {
+    if (!a.task)
+      return;
+    if (a.status == attempt_status::done) {
+      auto target = string_option(a, "on_success", a.task->options.on_success);
+      if (!target.empty())
+        a.follow_ups.push_back(follow_up(a, target, encode_args(summarize(a), a.result_json)));
+    } else if (a.status == attempt_status::failed) {
+      auto target = string_option(a, "on_failure", a.task->options.on_failure);
+      if (!target.empty())
+        a.follow_ups.push_back(follow_up(
+          a, target, encode_args(summarize(a), failure_info{a.error_type, a.error_text})));
+    }
+  }
+};
+
+} // namespace
+
+std::vector<middleware_ptr> standard_middleware() {
+  return {std::make_shared<age_limit>(), std::make_shared<retries>(),
+          std::make_shared<callbacks>()};
+}
+
+std::chrono::milliseconds retry_backoff(std::int32_t retries, std::chrono::milliseconds min_backoff,
+                                        std::chrono::milliseconds max_backoff) {
+  return retries::backoff(retries, min_backoff, max_backoff);
+}
+
+} // namespace troupe
