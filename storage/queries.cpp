@@ -153,6 +153,24 @@ std::int64_t recover_unheld(connection& conn, const statement_set& stmts, std::i
     .affected();
 }
 
+std::vector<finished_message> read_results(connection& conn, const statement_set& stmts,
+                                           const std::vector<std::string>& ids) {
+  std::vector<finished_message> out;
+  if (ids.empty())
+    return out;
+  auto res = conn.run(stmts.get("read_results"), {array_literal(ids)});
+  for (int r = 0; r < res.rows(); ++r)
+    out.push_back(
+      finished_message{std::string(res.text(r, 0)), std::string(res.text(r, 1)),
+                       res.is_null(r, 2) ? std::string() : std::string(res.text(r, 2)),
+                       res.is_null(r, 3) ? std::string() : std::string(res.text(r, 3))});
+  return out;
+}
+
+bool message_exists(connection& conn, const statement_set& stmts, const std::string& id) {
+  return conn.run(stmts.get("message_exists"), {id}).int64(0, 0) > 0;
+}
+
 std::vector<queue_stats> queue_statistics(connection& conn, const statement_set& stmts,
                                           const std::string* only_queue) {
   params p{only_queue ? std::optional<std::string>(*only_queue) : std::nullopt};

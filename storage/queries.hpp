@@ -34,6 +34,12 @@ std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::
 std::int64_t recover_unheld(connection& conn, const statement_set& stmts, std::int32_t node_id,
                             const std::string& queue, const std::vector<std::string>& held_ids);
 
+/// The finished messages among `ids` (queued and running ones are left out).
+std::vector<finished_message> read_results(connection& conn, const statement_set& stmts,
+                                           const std::vector<std::string>& ids);
+/// Whether a message with this id exists in the area.
+bool message_exists(connection& conn, const statement_set& stmts, const std::string& id);
+
 /// Per-queue statistics, for every queue with rows or for `only_queue`.
 std::vector<queue_stats> queue_statistics(connection& conn, const statement_set& stmts,
                                           const std::string* only_queue);

@@ -62,6 +62,14 @@ struct claim_result {
   std::int64_t next_eta_ms = -1;
 };
 
+/// How a message ended, as a result reader sees it.
+struct finished_message {
+  std::string id;
+  std::string state;       ///< done, failed or cancelled
+  std::string result_json; ///< empty when none was stored
+  std::string error_json;  ///< empty when none
+};
+
 /// Per-queue statistics (`troupe stats`).
 struct queue_stats {
   std::string queue;

@@ -3,6 +3,10 @@
 #include "storage/connection.hpp"
 #include "storage/queries.hpp"
 #include "troupe/error.hpp"
+#include "troupe/options.hpp"
+
+#include <libpq-fe.h>
+#include <poll.h>
 
 #include <mutex>
 #include <optional>
@@ -12,6 +16,24 @@ namespace troupe {
 storage::new_message to_new_message(const message& m) {
   return storage::new_message{m.id,           m.queue,    m.task,     m.args_json,
                               m.options_json, m.priority, m.delay_ms, m.timestamp_ms};
+}
+
+std::string result_of(const storage::finished_message& m) {
+  if (m.state == "done") {
+    if (m.result_json.empty())
+      throw result_error(errc::not_found, "message " + m.id +
+                                            " finished, but its task does not store results "
+                                            "(task_options::store_results)");
+    return m.result_json;
+  }
+  if (m.state == "cancelled")
+    throw result_error(errc::task_cancelled, "message " + m.id + " was cancelled");
+  auto type = option_string(m.error_json, "type").value_or("unknown");
+  auto text = option_string(m.error_json, "text").value_or("");
+  if (option_bool(m.error_json, "skipped").value_or(false))
+    throw result_error(errc::task_skipped, "message " + m.id + " was skipped: " + text, type, text);
+  throw result_error(errc::task_failed, "message " + m.id + " failed: " + type + ": " + text, type,
+                     text);
 }
 
 namespace {
@@ -86,6 +108,53 @@ std::vector<message> client::enqueue_batch(std::vector<message> batch) {
     storage::enqueue_messages(c, *impl_->stmts, rows, first_try);
   });
   return batch;
+}
+
+std::string client::get_result_json(const std::string& id, bool block,
+                                    std::chrono::milliseconds timeout) {
+  std::string canonical;
+  if (!parse_uuid(id, canonical))
+    throw error(errc::invalid_argument, "message id \"" + id + "\" is not a UUID");
+  auto look = [&](storage::connection& c) -> std::optional<std::string> {
+    auto found = storage::read_results(c, *impl_->stmts, {canonical});
+    if (!found.empty())
+      return result_of(found.front());
+    return std::nullopt;
+  };
+  if (!block) {
+    std::optional<std::string> out;
+    bool exists = false;
+    impl_->with_connection([&](storage::connection& c, bool) {
+      out = look(c);
+      exists = out || storage::message_exists(c, *impl_->stmts, canonical);
+    });
+    if (out)
+      return *out;
+    throw result_error(errc::not_found, exists ? "message " + canonical + " has not finished yet"
+                                               : "no message " + canonical + " in this area");
+  }
+  // Waiting gets a connection of its own: the publishing connection stays free meanwhile.
+  using clock = std::chrono::steady_clock;
+  auto deadline = clock::now() + timeout;
+  auto conn = storage::connection::open(impl_->options.dsn, impl_->options.application_name);
+  conn.exec("LISTEN " + quote_identifier(results_channel(impl_->options.area)), "listen");
+  for (;;) {
+    if (auto out = look(conn))
+      return *out;
+    auto now = clock::now();
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
+    if (now >= deadline)
+      throw result_error(errc::timeout, "no result for message " + canonical + " within " +
+                                          std::to_string(timeout.count()) + "ms");
+    // Woken by a completion's notification; a poll once a second covers a lost one.
+    auto* pg = conn.native();
+    pollfd pfd{PQsocket(pg), POLLIN, 0};
+    ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1000)));
+    if (PQconsumeInput(pg) == 0)
+      throw error(errc::connection_lost, "lost the connection while waiting for a result");
+    while (PGnotify* n = PQnotifies(pg))
+      PQfreemem(n);
+  }
 }
 
 } // namespace troupe

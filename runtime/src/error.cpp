@@ -26,6 +26,12 @@ std::string_view to_string(errc code) noexcept {
     return "not_found";
   case errc::shutting_down:
     return "shutting_down";
+  case errc::task_failed:
+    return "task_failed";
+  case errc::task_skipped:
+    return "task_skipped";
+  case errc::task_cancelled:
+    return "task_cancelled";
   }
   return "unknown";
 }

@@ -123,3 +123,13 @@ SELECT queue_name,
  WHERE $1::text IS NULL OR queue_name = $1
  GROUP BY queue_name
  ORDER BY queue_name
+
+-- name: read_results
+-- The outcome of each message of $1 that is finished for good (done, failed or cancelled):
+-- id, state, result, failure record. Messages still queued or running are left out.
+SELECT message_id::text, state::text, result::text, error::text
+  FROM {{t:queue}}
+ WHERE message_id = ANY ($1::uuid[]) AND state IN ('done', 'failed', 'cancelled')
+
+-- name: message_exists
+SELECT count(*) FROM {{t:queue}} WHERE message_id = $1::uuid

@@ -24,4 +24,8 @@ node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
 storage_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn, const area& where,
                                  int connections = 1);
 
+/// Spawns a result waiter for the area (see result_waiter_actor). Stop it with send_exit.
+result_waiter_actor spawn_result_waiter(caf::actor_system& sys, const std::string& dsn,
+                                        const area& where);
+
 } // namespace troupe

@@ -5,15 +5,44 @@
 #include "troupe/area.hpp"
 #include "troupe/message.hpp"
 
+#include "troupe/error.hpp"
+#include "troupe/json.hpp"
+
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace troupe::storage {
 struct new_message;
+struct finished_message;
 } // namespace troupe::storage
 
 namespace troupe {
+
+/// How long get_result waits by default when asked to block.
+inline constexpr std::chrono::milliseconds default_result_timeout{10000};
+
+/// Why a result cannot be had. code(): not_found (missing: no such message, not finished yet
+/// and not blocking, or finished without a stored result), timeout, task_failed (with the
+/// failure's type and text), task_skipped (age limit), task_cancelled.
+class result_error : public error {
+public:
+  result_error(errc code, const std::string& what, std::string failure_type = {},
+               std::string failure_text = {})
+      : error(code, what), failure_type_(std::move(failure_type)),
+        failure_text_(std::move(failure_text)) {}
+  const std::string& failure_type() const noexcept { return failure_type_; }
+  const std::string& failure_text() const noexcept { return failure_text_; }
+
+private:
+  std::string failure_type_;
+  std::string failure_text_;
+};
+
+/// The result JSON of a finished message, or the result_error it stands for (shared by
+/// client::get_result_json and the result waiter actor).
+std::string result_of(const storage::finished_message& m);
 
 /// The storage row of a message (also what `enqueue_atom` takes from CAF producers).
 storage::new_message to_new_message(const message& m);
@@ -41,6 +70,21 @@ public:
 
   /// Publishes messages in one statement and one transaction: all or none.
   std::vector<message> enqueue_batch(std::vector<message> batch);
+
+  /// The stored result of message `id` as JSON text. Without `block`, a message that has not
+  /// finished is missing; with it, the call waits up to `timeout`, woken by the notification
+  /// of the completion that writes the result and polling once a second as a fallback. Throws
+  /// result_error (see there). Blocks the calling thread: inside an actor, use a
+  /// result waiter instead (<troupe/caf.hpp>).
+  std::string get_result_json(const std::string& id, bool block = false,
+                              std::chrono::milliseconds timeout = default_result_timeout);
+
+  /// The stored result of `m`, decoded as `T`.
+  template <class T>
+  T get_result(const message& m, bool block = false,
+               std::chrono::milliseconds timeout = default_result_timeout) {
+    return decode_value<T>(get_result_json(m.id, block, timeout));
+  }
 
 private:
   struct impl;

@@ -33,6 +33,12 @@ enum class errc : std::uint8_t {
   not_found,
   /// The component is shutting down and takes no new work.
   shutting_down,
+  /// A message's task failed for good (result_error holds the failure's type and text).
+  task_failed,
+  /// A middleware skipped the message (age limit), so there is no result.
+  task_skipped,
+  /// The message was cancelled, so there is no result.
+  task_cancelled,
 };
 
 /// The stable name of a code, as it appears in logs, JSON and error records.

@@ -150,6 +150,16 @@ using batcher_actor =
                    // its own timer: the flush interval, or the backoff after a failed write
                    caf::reacts_to<poll_atom>>;
 
+/// Waits for results without blocking the requester: `(get_atom, message id, timeout ms)`
+/// replies with the result's JSON text once the message has finished, or with an error of
+/// category "troupe" (not_found, timeout, task_failed "type: text", task_skipped,
+/// task_cancelled). A detached actor with its own connection, LISTENing on the area's results
+/// channel, polling every 500 ms while it has waiters in case a notification was missed.
+using result_waiter_actor =
+  caf::typed_actor<caf::replies_to<caf::get_atom, std::string, std::int64_t>::with<std::string>,
+                   // its own timer while waiters are pending
+                   caf::reacts_to<poll_atom>>;
+
 /// Looks for dead nodes on a jittered timer and recovers their messages; `reap_atom` runs a
 /// pass now and replies with what it found (tests trigger it deterministically this way).
 using janitor_actor = caf::typed_actor<caf::reacts_to<poll_atom>,

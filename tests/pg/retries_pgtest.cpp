@@ -1,0 +1,143 @@
+#define CAF_SUITE retries
+#include <caf/test/unit_test.hpp>
+
+#include "scratch_area.hpp"
+#include "troupe/caf.hpp"
+#include "troupe/client.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+task_ref<void()> always_fails{"always_fails"};
+task_ref<int()> fails_once{"fails_once"};
+task_ref<void(message_summary, retry_info)> gave_up{"gave_up"};
+task_ref<void(message_summary, std::string)> succeeded{"succeeded"};
+task_ref<void(message_summary, failure_info)> failed_once{"failed_once"};
+
+// What the handler tasks saw, written by executor threads.
+struct seen_log {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  void add(std::string s) {
+    std::lock_guard g{mutex};
+    lines.push_back(std::move(s));
+  }
+  std::vector<std::string> get() {
+    std::lock_guard g{mutex};
+    return lines;
+  }
+};
+
+struct fixture {
+  testkit::scratch_area area;
+  client producer{client_options{area.dsn(), area.where()}};
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  std::shared_ptr<task_registry> tasks = std::make_shared<task_registry>();
+  std::shared_ptr<seen_log> seen = std::make_shared<seen_log>();
+  std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+  node_actor node;
+
+  fixture() {
+    task_options fast;
+    fast.max_retries = 2;
+    fast.min_backoff = 50ms;
+    fast.max_backoff = 200ms;
+    fast.on_retry_exhausted = "gave_up";
+    fast.on_failure = "failed_once";
+    tasks->define(
+      always_fails, [] { throw std::runtime_error("nope"); }, fast);
+    task_options slow_retry;
+    slow_retry.min_backoff = 1500ms;
+    slow_retry.on_success = "succeeded";
+    slow_retry.store_results = true;
+    auto calls = this->calls;
+    tasks->define(
+      fails_once,
+      [calls] {
+        if (calls->fetch_add(1) == 0)
+          throw std::runtime_error("first try fails");
+        return 7;
+      },
+      slow_retry);
+    auto seen = this->seen;
+    tasks->define(gave_up, [seen](const message_summary& m, const retry_info& r) {
+      seen->add(
+        fmt::format("gave_up {} {} {}/{} {}", m.task, m.id, r.retries, r.max_retries, r.text));
+    });
+    tasks->define(succeeded, [seen](const message_summary& m, const std::string& result) {
+      seen->add(fmt::format("succeeded {} {}", m.task, result));
+    });
+    tasks->define(failed_once, [seen](const message_summary& m, const failure_info& f) {
+      seen->add(fmt::format("failed {} attempt {} {}: {}", m.task, m.attempt, f.type, f.text));
+    });
+    node_options o;
+    o.dsn = area.dsn();
+    o.area = area.where();
+    queue_options q;
+    q.poll_interval = 100ms; // retries become due without a notification
+    o.queues.push_back(q);
+    node = spawn_worker_node(sys, o, tasks);
+  }
+
+  ~fixture() {
+    caf::scoped_actor self{sys};
+    self->request(node, 30s, stop_atom_v).receive([](const node_report&) {}, [](caf::error&) {});
+  }
+
+  std::int64_t count(const std::string& where) {
+    return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(retries_tests, fixture)
+
+CAF_TEST(a failing message is retried under the same id until retries run out) {
+  auto m = producer.enqueue(always_fails());
+  CAF_REQUIRE(testkit::wait_until(
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'failed'", m.id)) == 1; }, 15s));
+  // First attempt plus two retries, one row, the failure record of the last attempt.
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND attempts = 3 AND "
+                                    "error->>'type' = 'std::runtime_error' AND "
+                                    "(error->>'attempt')::int = 3",
+                                    m.id)),
+                  1);
+  CAF_REQUIRE(testkit::wait_until([&] { return seen->get().size() == 4; }, 10s));
+  auto lines = seen->get();
+  std::sort(lines.begin(), lines.end());
+  // on_failure after each attempt, on_retry_exhausted once with the metadata.
+  CAF_CHECK_EQUAL(lines[0], "failed always_fails attempt 1 std::runtime_error: nope");
+  CAF_CHECK_EQUAL(lines[2], "failed always_fails attempt 3 std::runtime_error: nope");
+  CAF_CHECK_EQUAL(lines[3], fmt::format("gave_up always_fails {} 2/2 nope", m.id));
+}
+
+CAF_TEST(the failure record is set by a failed attempt and cleared by a later success) {
+  auto m = producer.enqueue(fails_once());
+  CAF_REQUIRE(testkit::wait_until(
+    [&] {
+      return count(fmt::format("message_id = '{}' AND state = 'queued' AND "
+                               "error->>'text' = 'first try fails'",
+                               m.id)) == 1;
+    },
+    10s));
+  CAF_CHECK_EQUAL(producer.get_result<int>(m, true), 7);
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND state = 'done' AND error IS NULL "
+                                    "AND attempts = 2",
+                                    m.id)),
+                  1);
+  CAF_REQUIRE(testkit::wait_until([&] { return seen->get().size() == 1; }, 10s));
+  auto lines = seen->get();
+  CAF_CHECK_EQUAL(lines.at(0), "succeeded fails_once 7");
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
