@@ -6,6 +6,7 @@
 #include <deque>
 #include <optional>
 #include <random>
+#include <set>
 
 namespace troupe::actors {
 
@@ -37,6 +38,10 @@ struct consumer_state {
   std::int64_t executed = 0;
   std::int64_t released = 0;
   std::minstd_rand rng{std::random_device{}()};
+  // Turns true when the node stops; executors hand it to tasks (shutdown notifications).
+  std::shared_ptr<std::atomic<bool>> stopping_flag = std::make_shared<std::atomic<bool>>(false);
+  // Executors replaced past a time limit whose task has not returned yet.
+  std::set<caf::actor_addr> abandoned;
 
   std::int32_t capacity() const { return settings.queue.concurrency + settings.queue.prefetch; }
   std::int32_t held() const { return running + static_cast<std::int32_t>(ready.size()) + claiming; }
@@ -51,7 +56,8 @@ struct consumer_state {
   }
 
   consumer_report report() const {
-    return consumer_report{settings.queue.name, executed, released, running};
+    return consumer_report{settings.queue.name, executed, released, running,
+                           static_cast<std::int64_t>(abandoned.size())};
   }
 };
 
@@ -200,7 +206,29 @@ void dispatch(consumer_ptr self) {
     st.ready.pop_front();
     ++st.running;
     self->send(s.executor, run_atom_v, *s.running);
+    // Past its time limit and the grace, the attempt is abandoned (see the limit handler).
+    auto limit = time_limit_of(*st.settings.registry, *s.running) + st.settings.time_limit_grace;
+    self->delayed_send(self, limit, limit_atom_v, static_cast<std::int32_t>(i), s.running->id,
+                       s.running->attempt);
   }
+}
+
+executor_actor new_executor(consumer_ptr self, std::size_t index) {
+  auto& st = self->state;
+  return spawn_executor(self, st.settings.registry, st.settings.queue.name,
+                        caf::actor_cast<consumer_actor>(self), static_cast<std::int32_t>(index),
+                        st.stopping_flag);
+}
+
+// Settles a slot's attempt with `out` (from its executor, a crash or an abandonment).
+void settle(consumer_ptr self, slot& s, storage::outcome out) {
+  auto& st = self->state;
+  s.running.reset();
+  --st.running;
+  ++st.executed;
+  if (st.recovering)
+    st.completed_during_recovery.push_back(out.id);
+  self->send(st.settings.batcher, complete_atom_v, std::move(out));
 }
 
 void release_ready(consumer_ptr self) {
@@ -242,32 +270,49 @@ void replace_executor(consumer_ptr self, std::size_t index, const caf::error& re
     o.error_json = failure_record("troupe::executor_crashed",
                                   "the executor running this task died: " + caf::to_string(reason),
                                   s.running->attempt);
-    if (st.recovering)
-      st.completed_during_recovery.push_back(o.id);
-    self->send(st.settings.batcher, complete_atom_v, std::move(o));
-    s.running.reset();
-    --st.running;
-    ++st.executed;
+    settle(self, s, std::move(o));
   }
   if (st.stopping) {
     finish_stop_if_idle(self);
     return; // no replacement while stopping
   }
-  s.executor =
-    spawn_executor(self, st.settings.registry, st.settings.queue.name,
-                   caf::actor_cast<consumer_actor>(self), static_cast<std::int32_t>(index));
+  s.executor = new_executor(self, index);
+}
+
+// The attempt in slot `index` ran past its time limit and grace without its executor
+// answering: the executor cannot be interrupted, so the slot gets a new one and the attempt is
+// recorded as failed under the retry policy.
+void abandon_attempt(consumer_ptr self, std::size_t index) {
+  auto& st = self->state;
+  auto& s = st.slots[index];
+  auto limit = time_limit_of(*st.settings.registry, *s.running);
+  auto reason = fmt::format("the task ran past its time limit of {}ms and the {}ms grace "
+                            "without returning; its executor was abandoned",
+                            limit.count(), st.settings.time_limit_grace.count());
+  log().warn("abandoning an attempt queue={} message={} task={} attempt={}: {}",
+             st.settings.queue.name, s.running->id, s.running->task, s.running->attempt, reason);
+  auto out = abandon(*st.settings.registry, *s.running, st.settings.queue.name, reason);
+  st.abandoned.insert(s.executor.address());
+  settle(self, s, std::move(out));
+  if (st.stopping) {
+    finish_stop_if_idle(self);
+    return;
+  }
+  s.executor = new_executor(self, index);
+  dispatch(self);
+  maybe_claim(self);
 }
 
 consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings settings) {
   auto& st = self->state;
   st.settings = std::move(settings);
   st.needs_recovery = st.settings.recover_on_start;
-  auto me = caf::actor_cast<consumer_actor>(self);
   for (std::int32_t i = 0; i < st.settings.queue.concurrency; ++i)
-    st.slots.push_back(
-      slot{spawn_executor(self, st.settings.registry, st.settings.queue.name, me, i), {}});
+    st.slots.push_back(slot{new_executor(self, static_cast<std::size_t>(i)), {}});
   self->set_exit_handler([=](caf::exit_msg& em) {
     auto& s = self->state;
+    if (s.abandoned.erase(em.source) > 0)
+      return; // an abandoned executor's task finally returned, or it died
     for (std::size_t i = 0; i < s.slots.size(); ++i) {
       if (s.slots[i].executor.address() == em.source) {
         replace_executor(self, i, em.reason);
@@ -290,14 +335,12 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
     [=](executed_atom, std::int32_t index, storage::outcome& out) {
       auto& s = self->state;
       auto& sl = s.slots.at(static_cast<std::size_t>(index));
-      if (!sl.running || sl.running->id != out.id)
-        return; // a crashed executor's slot was already settled
-      sl.running.reset();
-      --s.running;
-      ++s.executed;
-      if (s.recovering)
-        s.completed_during_recovery.push_back(out.id);
-      self->send(s.settings.batcher, complete_atom_v, std::move(out));
+      // Only the slot's current executor settles it: an abandoned executor's late report, or
+      // one for a slot a crash already settled, is dropped (its completion would be refused).
+      if (!sl.running || sl.running->id != out.id ||
+          caf::actor_cast<caf::actor_addr>(self->current_sender()) != sl.executor.address())
+        return;
+      settle(self, sl, std::move(out));
       if (s.stopping) {
         finish_stop_if_idle(self);
         return;
@@ -313,6 +356,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
         return rp;
       }
       s.stopping = true;
+      *s.stopping_flag = true; // tasks that asked are told through their context
       s.stop_promise = rp;
       release_ready(self);
       return rp;
@@ -324,6 +368,12 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
         return;
       maybe_claim(self);
       self->delayed_send(self, s.jittered(s.settings.queue.poll_interval), poll_atom_v);
+    },
+    [=](limit_atom, std::int32_t index, const std::string& id, std::int32_t attempt) {
+      auto& s = self->state;
+      auto& sl = s.slots.at(static_cast<std::size_t>(index));
+      if (sl.running && sl.running->id == id && sl.running->attempt == attempt)
+        abandon_attempt(self, static_cast<std::size_t>(index));
     },
     [=](eta_atom) {
       auto& s = self->state;

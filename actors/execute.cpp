@@ -124,13 +124,50 @@ std::string failure_record(std::string_view type, std::string_view text, std::in
                      skipped ? R"(,"skipped":true)" : "");
 }
 
-storage::outcome execute(const task_registry& registry, const storage::claimed_message& msg,
-                         const std::string& queue) {
-  task_context ctx{msg.id,      queue,        msg.task,           msg.options_json,
-                   msg.attempt, msg.priority, msg.enqueued_at_ms, msg.args_json};
+std::chrono::milliseconds time_limit_of(const task_registry& registry,
+                                        const storage::claimed_message& msg) {
+  if (auto v = option_int(msg.options_json, "time_limit"); v && *v > 0)
+    return std::chrono::milliseconds{*v};
+  if (const auto* t = registry.find(msg.task); t && t->options.time_limit)
+    return *t->options.time_limit;
+  return default_time_limit;
+}
+
+namespace {
+
+task_context context_of(const storage::claimed_message& msg, const std::string& queue) {
+  return task_context{msg.id,      queue,        msg.task,           msg.options_json,
+                      msg.attempt, msg.priority, msg.enqueued_at_ms, msg.args_json};
+}
+
+} // namespace
+
+storage::outcome abandon(const task_registry& registry, const storage::claimed_message& msg,
+                         const std::string& queue, const std::string& reason) {
+  auto ctx = context_of(msg, queue);
   attempt a{ctx};
   a.task = registry.find(msg.task);
   a.registry = &registry;
+  a.status = attempt_status::failed;
+  a.error_type = "troupe::time_limit_abandoned";
+  a.error_text = reason;
+  const auto& stack = registry.middleware();
+  run_hooks(std::vector<middleware_ptr>(stack.rbegin(), stack.rend()), a,
+            [](middleware& m, attempt& x) { m.after_process(x); });
+  return to_outcome(a);
+}
+
+storage::outcome execute(const task_registry& registry, const storage::claimed_message& msg,
+                         const std::string& queue, const std::atomic<bool>* shutting_down) {
+  auto ctx = context_of(msg, queue);
+  ctx.deadline = std::chrono::steady_clock::now() + time_limit_of(registry, msg);
+  ctx.shutting_down = shutting_down;
+  attempt a{ctx};
+  a.task = registry.find(msg.task);
+  a.registry = &registry;
+  if (a.task)
+    ctx.notify_shutdown =
+      option_bool(msg.options_json, "notify_shutdown").value_or(a.task->options.notify_shutdown);
   const auto& stack = registry.middleware();
   // before_process in stack order; a skip stops the rest and runs after_skip of those entered.
   std::size_t entered = 0;

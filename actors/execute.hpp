@@ -5,6 +5,8 @@
 #include "storage/records.hpp"
 #include "troupe/task.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -26,6 +28,21 @@ std::string failure_record(std::string_view type, std::string_view text, std::in
 /// retry. Follow-up messages (callbacks) travel with the outcome. The result is kept only when
 /// the task (or message) asks to store results.
 storage::outcome execute(const task_registry& registry, const storage::claimed_message& msg,
-                         const std::string& queue);
+                         const std::string& queue,
+                         const std::atomic<bool>* shutting_down = nullptr);
+
+/// The default time limit of an attempt (Dramatiq's): 10 minutes.
+inline constexpr std::chrono::milliseconds default_time_limit{600'000};
+
+/// The time limit of an attempt of `msg`: the message's time_limit option, else the task's,
+/// else the default.
+std::chrono::milliseconds time_limit_of(const task_registry& registry,
+                                        const storage::claimed_message& msg);
+
+/// The outcome of an attempt that was abandoned (its executor stopped answering past the time
+/// limit and grace): a failure of type troupe::time_limit_abandoned that the after_process
+/// hooks see like any failure, so the retry policy and callbacks apply.
+storage::outcome abandon(const task_registry& registry, const storage::claimed_message& msg,
+                         const std::string& queue, const std::string& reason);
 
 } // namespace troupe::actors

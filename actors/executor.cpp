@@ -13,7 +13,8 @@ struct executor_state {
 executor_actor::behavior_type executor_impl(executor_actor::stateful_pointer<executor_state> self,
                                             std::shared_ptr<const task_registry> registry,
                                             std::string queue, consumer_actor consumer,
-                                            std::int32_t slot) {
+                                            std::int32_t slot,
+                                            std::shared_ptr<const std::atomic<bool>> stopping) {
   self->set_default_handler(
     [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
       log().warn("executor: unexpected message {}", caf::to_string(x.content()));
@@ -22,10 +23,11 @@ executor_actor::behavior_type executor_impl(executor_actor::stateful_pointer<exe
   return {
     [=](run_atom, const storage::claimed_message& msg) {
       // execute() catches everything the task throws: an exception never kills this actor.
-      auto out = execute(*registry, msg, queue);
-      if (out.state == storage::outcome_state::failed)
-        log().warn("task failed queue={} message={} task={} attempt={} error={}", queue, msg.id,
-                   msg.task, msg.attempt, out.error_json);
+      auto out = execute(*registry, msg, queue, stopping.get());
+      if (out.state != storage::outcome_state::done)
+        log().warn("task failed queue={} message={} task={} attempt={} retry={} error={}", queue,
+                   msg.id, msg.task, msg.attempt, out.state == storage::outcome_state::retry,
+                   out.error_json);
       self->send(consumer, executed_atom_v, slot, std::move(out));
     },
   };
@@ -35,10 +37,12 @@ executor_actor::behavior_type executor_impl(executor_actor::stateful_pointer<exe
 
 executor_actor spawn_executor(caf::local_actor* parent,
                               std::shared_ptr<const task_registry> registry, std::string queue,
-                              consumer_actor consumer, std::int32_t slot) {
+                              consumer_actor consumer, std::int32_t slot,
+                              std::shared_ptr<const std::atomic<bool>> stopping) {
   // Linked: when the consumer goes, its executors go too (after the task at hand returns).
   return parent->spawn<caf::detached + caf::linked>(executor_impl, std::move(registry),
-                                                    std::move(queue), std::move(consumer), slot);
+                                                    std::move(queue), std::move(consumer), slot,
+                                                    std::move(stopping));
 }
 
 } // namespace troupe::actors

@@ -67,7 +67,8 @@ void spawn_listener(supervisor_ptr self) {
 consumer_actor spawn_queue_consumer(supervisor_ptr self, const queue_options& q,
                                     bool replacing = false) {
   auto& st = self->state;
-  consumer_settings cs{q, st.node_id, st.tasks, st.storage, st.batcher, replacing};
+  consumer_settings cs{
+    q, st.node_id, st.tasks, st.storage, st.batcher, st.options.time_limit_grace, replacing};
   auto c = spawn_consumer(self->system(), std::move(cs));
   self->monitor(c);
   return c;
@@ -167,6 +168,7 @@ void begin_stop(supervisor_ptr self) {
           auto& s = self->state;
           s.final_report.executed += r.executed;
           s.final_report.released += r.released;
+          s.final_report.abandoned += r.stuck;
           consumer_stopped(self);
         },
         [=](caf::error&) {
@@ -180,7 +182,7 @@ void begin_stop(supervisor_ptr self) {
                            r.running, r.queue);
                 s.final_report.executed += r.executed;
                 s.final_report.released += r.released;
-                s.final_report.abandoned += r.running;
+                s.final_report.abandoned += r.running + r.stuck;
                 consumer_stopped(self);
               },
               [=](caf::error&) { consumer_stopped(self); });

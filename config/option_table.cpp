@@ -59,6 +59,9 @@ constexpr section_option section_options[] = {
    [](settings& s) -> field_ref { return &s.node.shutdown_grace; }},
   {"node", "janitor-interval", "duration: how often the janitor looks for dead nodes (>= 100ms)",
    [](settings& s) -> field_ref { return &s.node.janitor_interval; }},
+  {"node", "time-limit-grace",
+   "duration: how long past its time limit an attempt may run before it is abandoned",
+   [](settings& s) -> field_ref { return &s.node.time_limit_grace; }},
   {"node", "dead-node-grace",
    "duration: how long a node's liveness lock must stay free before its messages are "
    "recovered (>= 2s)",

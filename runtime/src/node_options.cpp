@@ -46,6 +46,7 @@ void validate(const node_options& o) {
                       "reconnect backoff), got {}ms",
                       2 * defaults::listener_reconnect_backoff_max.count(),
                       o.dead_node_grace.count()));
+  require(o.time_limit_grace.count() >= 0, "node.time-limit-grace must not be negative");
   require(o.completion_batch_size >= 1 && o.completion_batch_size <= 10000,
           fmt::format("node.completion-batch-size must be between 1 and 10000, got {}",
                       o.completion_batch_size));

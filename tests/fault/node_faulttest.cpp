@@ -87,7 +87,7 @@ CAF_TEST(a node killed mid task loses nothing and its task finishes on another n
   CAF_CHECK_EQUAL(b->wait(20s), 0);
 }
 
-CAF_TEST(SIGTERM stops a node gracefully with nothing lost and nothing left claimed) {
+CAF_TEST(a node told to terminate stops gracefully with nothing lost and nothing left claimed) {
   std::vector<message> batch;
   for (int i = 0; i < 40; ++i)
     batch.push_back(sleep_ms(100));
@@ -110,6 +110,23 @@ CAF_TEST(SIGTERM stops a node gracefully with nothing lost and nothing left clai
   CAF_CHECK_EQUAL(runs("true"), 40);
   again->signal(SIGTERM);
   CAF_CHECK_EQUAL(again->wait(30s), 0);
+}
+
+CAF_TEST(
+  a task that brings its process down runs again on another node with the lost attempt counted) {
+  auto m = producer.enqueue(task_ref<void()>{"crash_once"}());
+  auto a = worker("node-crash", 1, 0);
+  CAF_CHECK_EQUAL(a->wait(20s), 128 + SIGABRT);
+  auto b = worker("node-after");
+  CAF_CHECK(testkit::wait_until(
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", m.id)) == 1; }, 15s));
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND attempts = 2", m.id)), 1);
+  CAF_CHECK_EQUAL(
+    runs(fmt::format("message_id = '{}' AND node = 'node-crash' AND attempt = 1", m.id)), 1);
+  CAF_CHECK_EQUAL(
+    runs(fmt::format("message_id = '{}' AND node = 'node-after' AND attempt = 2", m.id)), 1);
+  b->signal(SIGTERM);
+  CAF_CHECK_EQUAL(b->wait(20s), 0);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -3,6 +3,7 @@
 // Tasks (queue QUEUE):
 //   record()          notes its run in SCHEMA.runs (message id, node name, attempt)
 //   sleep_ms(int ms)  notes its run, then sleeps
+//   crash_once()      notes its run; on its first attempt brings the whole process down
 #include "storage/connection.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
@@ -11,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -65,6 +67,11 @@ int main(int argc, char** argv) {
                    note_run(ctx);
                    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
                  });
+    tasks.define(troupe::task_ref<void()>{"crash_once", queue}, [](troupe::task_context& ctx) {
+      note_run(ctx);
+      if (ctx.attempt == 1)
+        std::abort();
+    });
     troupe::node_options options;
     options.dsn = g_dsn;
     options.area.schema = g_schema;

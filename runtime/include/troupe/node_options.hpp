@@ -19,6 +19,7 @@ inline constexpr std::int32_t storage_connections = 2;
 inline constexpr std::chrono::milliseconds shutdown_grace{30000};
 inline constexpr std::chrono::milliseconds janitor_interval{2000};
 inline constexpr std::chrono::milliseconds dead_node_grace{3000};
+inline constexpr std::chrono::milliseconds time_limit_grace{5000};
 /// The listener reconnects at least this often, well within dead_node_grace.
 inline constexpr std::chrono::milliseconds listener_reconnect_backoff_max{1000};
 inline constexpr std::chrono::milliseconds completion_flush_interval{2};
@@ -54,6 +55,9 @@ struct node_options {
   /// How long a node's liveness lock must stay free before its messages are recovered: long
   /// enough for a live node's listener to reconnect after a database restart.
   std::chrono::milliseconds dead_node_grace = defaults::dead_node_grace;
+  /// How long past its time limit an attempt may run before it is abandoned: the task gets this
+  /// long to notice check() and stop by itself.
+  std::chrono::milliseconds time_limit_grace = defaults::time_limit_grace;
   /// The completion batcher writes when this much time passed since the first unwritten outcome,
   /// or when it holds `completion_batch_size` outcomes.
   std::chrono::milliseconds completion_flush_interval = defaults::completion_flush_interval;

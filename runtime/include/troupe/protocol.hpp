@@ -29,6 +29,7 @@ CAF_ADD_ATOM(troupe, troupe::atoms, status_atom, "status")
 CAF_ADD_ATOM(troupe, troupe::atoms, registered_atom, "registered")
 CAF_ADD_ATOM(troupe, troupe::atoms, poll_atom, "poll")
 CAF_ADD_ATOM(troupe, troupe::atoms, eta_atom, "eta")
+CAF_ADD_ATOM(troupe, troupe::atoms, limit_atom, "limit")
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 namespace troupe::storage {
@@ -97,11 +98,14 @@ struct consumer_report {
   std::int64_t executed = 0;
   std::int64_t released = 0;
   std::int64_t running = 0;
+  /// Executors abandoned past a time limit whose task has still not returned.
+  std::int64_t stuck = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, consumer_report& x) {
-  return f(caf::meta::type_name("consumer_report"), x.queue, x.executed, x.released, x.running);
+  return f(caf::meta::type_name("consumer_report"), x.queue, x.executed, x.released, x.running,
+           x.stuck);
 }
 
 /// Serializes every database access of one connection (a detached actor owning one PGconn);
@@ -139,8 +143,10 @@ using consumer_actor = caf::typed_actor<
   // stop claiming, hand back prefetched messages, reply once nothing runs
   caf::replies_to<stop_atom>::with<consumer_report>,
   caf::replies_to<status_atom>::with<consumer_report>,
-  // its own timers: the jittered poll, and the wake at the next delayed message's eta
-  caf::reacts_to<poll_atom>, caf::reacts_to<eta_atom>>;
+  // its own timers: the jittered poll, the wake at the next delayed message's eta, and the
+  // end of an attempt's time limit plus grace (slot, message id, attempt)
+  caf::reacts_to<poll_atom>, caf::reacts_to<eta_atom>,
+  caf::reacts_to<limit_atom, std::int32_t, std::string, std::int32_t>>;
 
 /// Collects outcomes and writes them in one statement per flush.
 using batcher_actor =

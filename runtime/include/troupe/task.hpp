@@ -11,9 +11,11 @@
 #include "troupe/middleware.hpp"
 #include "troupe/options.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <optional>
+#include <stdexcept>
 
 #include <functional>
 #include <memory>
@@ -25,7 +27,21 @@
 
 namespace troupe {
 
-/// What a running task can know about its message. Owned by the executor running it.
+/// Thrown by task_context::check() once the attempt's time limit has passed.
+class time_limit_exceeded : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Thrown by task_context::check() when the node is stopping and the task asked to be told
+/// (notify_shutdown).
+class shutdown_requested : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What a running task can know about its message, and how it learns that it should stop.
+/// Owned by the executor running it.
 struct task_context {
   std::string message_id;
   std::string queue;
@@ -37,6 +53,27 @@ struct task_context {
   std::int64_t enqueued_at_ms = 0;
   /// The message's arguments, as published.
   std::string args_json;
+
+  /// When the attempt's time limit runs out (steady clock); max() when it has none.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  /// Set by the node when it stops; only read when notify_shutdown holds.
+  const std::atomic<bool>* shutting_down = nullptr;
+  bool notify_shutdown = false;
+
+  /// Whether the task should stop now: its time limit passed, or the node is stopping and the
+  /// task asked to be told. C++ cannot interrupt a thread: long tasks call this (or check())
+  /// between steps.
+  bool stop_requested() const noexcept {
+    return std::chrono::steady_clock::now() >= deadline ||
+           (notify_shutdown && shutting_down && shutting_down->load());
+  }
+  /// Throws time_limit_exceeded or shutdown_requested when stop_requested() holds.
+  void check() const {
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw time_limit_exceeded("the task ran past its time limit");
+    if (notify_shutdown && shutting_down && shutting_down->load())
+      throw shutdown_requested("the worker node is shutting down");
+  }
 };
 
 /// What a callback receives about the message it follows (JSON object with these keys).
@@ -105,6 +142,11 @@ struct task_options {
   std::string on_failure;
   /// Keep the result in the message's row for get_result (default false).
   bool store_results = false;
+  /// How long an attempt may run (default 10 minutes). Past it, check() throws; past it plus
+  /// the node's time-limit grace, the attempt is abandoned (see docs/middleware.md).
+  std::optional<std::chrono::milliseconds> time_limit;
+  /// Let check() / stop_requested() report the node's shutdown to this task.
+  bool notify_shutdown = false;
 
   /// Never retry when the task throws an `E` (or something derived from it).
   template <class E>

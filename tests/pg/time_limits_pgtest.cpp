@@ -1,0 +1,164 @@
+#define CAF_SUITE time_limits
+#include <caf/test/unit_test.hpp>
+
+#include "scratch_area.hpp"
+#include "troupe/caf.hpp"
+#include "troupe/client.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <thread>
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+task_ref<void()> cooperative{"cooperative"};
+task_ref<void()> stubborn{"stubborn"};
+task_ref<void()> long_runner{"long_runner"};
+
+struct counters {
+  std::atomic<int> stubborn_returned{0};
+  std::atomic<int> long_runner_started{0};
+  std::atomic<bool> saw_shutdown{false};
+};
+
+struct fixture {
+  testkit::scratch_area area;
+  client producer{client_options{area.dsn(), area.where()}};
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  std::shared_ptr<task_registry> tasks = std::make_shared<task_registry>();
+  std::shared_ptr<counters> seen = std::make_shared<counters>();
+  std::optional<node_actor> node;
+
+  fixture() {
+    task_options limited;
+    limited.time_limit = 100ms;
+    limited.max_retries = 0;
+    tasks->define(
+      cooperative,
+      [](task_context& ctx) {
+        for (;;) {
+          ctx.check(); // throws time_limit_exceeded after 100 ms
+          std::this_thread::sleep_for(5ms);
+        }
+      },
+      limited);
+    task_options ignores = limited;
+    ignores.max_retries = 1;
+    ignores.min_backoff = 10ms;
+    ignores.max_backoff = 20ms;
+    auto seen = this->seen;
+    tasks->define(
+      stubborn,
+      [seen] {
+        std::this_thread::sleep_for(700ms); // never looks at its time limit
+        ++seen->stubborn_returned;
+      },
+      ignores);
+    task_options told;
+    told.notify_shutdown = true;
+    told.max_retries = 0;
+    tasks->define(
+      long_runner,
+      [seen](task_context& ctx) {
+        ++seen->long_runner_started;
+        try {
+          for (;;) {
+            ctx.check();
+            std::this_thread::sleep_for(5ms);
+          }
+        } catch (const shutdown_requested&) {
+          seen->saw_shutdown = true;
+          throw;
+        }
+      },
+      told);
+  }
+
+  ~fixture() {
+    if (node)
+      stop();
+  }
+
+  node_report stop() {
+    caf::scoped_actor self{sys};
+    node_report r;
+    self->request(*node, 30s, stop_atom_v)
+      .receive([&](const node_report& x) { r = x; }, [](caf::error&) {});
+    node.reset();
+    return r;
+  }
+
+  void start_node() {
+    node_options o;
+    o.dsn = area.dsn();
+    o.area = area.where();
+    queue_options q;
+    q.poll_interval = 100ms;
+    o.queues.push_back(q);
+    o.time_limit_grace = 200ms;
+    o.shutdown_grace = 5s;
+    node = spawn_worker_node(sys, o, tasks);
+  }
+
+  std::int64_t count(const std::string& where) {
+    return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
+  }
+};
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(time_limit_tests, fixture)
+
+CAF_TEST(a task that checks its context stops at its time limit) {
+  start_node();
+  auto m = producer.enqueue(cooperative());
+  CAF_CHECK(testkit::wait_until(
+    [&] {
+      return count(fmt::format("message_id = '{}' AND state = 'failed' AND "
+                               "error->>'type' = 'troupe::time_limit_exceeded'",
+                               m.id)) == 1;
+    },
+    10s));
+}
+
+CAF_TEST(
+  a task that ignores its time limit is abandoned and retried and its late completion refused) {
+  start_node();
+  auto m = producer.enqueue(stubborn());
+  // Both attempts are abandoned at about 100 ms + 200 ms grace, long before either returns.
+  CAF_REQUIRE(testkit::wait_until(
+    [&] {
+      return count(fmt::format("message_id = '{}' AND state = 'failed' AND attempts = 2 AND "
+                               "error->>'type' = 'troupe::time_limit_abandoned'",
+                               m.id)) == 1;
+    },
+    10s));
+  CAF_CHECK(seen->stubborn_returned < 2);
+  // Both abandoned attempts do return later; the row stays as the abandonment left it.
+  CAF_REQUIRE(testkit::wait_until([&] { return seen->stubborn_returned == 2; }, 10s));
+  caf::scoped_actor self{sys};
+  self->request(*node, 5s, status_atom_v).receive([](const node_report&) {}, [](caf::error&) {});
+  CAF_CHECK_EQUAL(
+    count(fmt::format("message_id = '{}' AND state = 'failed' AND attempts = 2", m.id)), 1);
+  CAF_CHECK_EQUAL(count("state = 'done'"), 0);
+}
+
+CAF_TEST(a task that asked for it is told the node is shutting down) {
+  start_node();
+  auto m = producer.enqueue(long_runner());
+  CAF_REQUIRE(testkit::wait_until([&] { return seen->long_runner_started == 1; }, 10s));
+  auto r = stop();
+  CAF_CHECK(seen->saw_shutdown);
+  CAF_CHECK_EQUAL(r.abandoned, 0);
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND state = 'failed' AND "
+                                    "error->>'type' = 'troupe::shutdown_requested'",
+                                    m.id)),
+                  1);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
