@@ -263,13 +263,10 @@ void replace_executor(consumer_ptr self, std::size_t index, const caf::error& re
   if (s.running) {
     log().error("executor crashed queue={} message={} task={} reason={}", st.settings.queue.name,
                 s.running->id, s.running->task, caf::to_string(reason));
-    storage::outcome o;
-    o.id = s.running->id;
-    o.attempt = s.running->attempt;
-    o.state = storage::outcome_state::failed;
-    o.error_json = failure_record("troupe::executor_crashed",
-                                  "the executor running this task died: " + caf::to_string(reason),
-                                  s.running->attempt);
+    // Failed like any attempt, so the retry policy applies: the message is not lost.
+    auto o = lost_attempt(*st.settings.registry, *s.running, st.settings.queue.name,
+                          "troupe::executor_crashed",
+                          "the executor running this task died: " + caf::to_string(reason));
     settle(self, s, std::move(o));
   }
   if (st.stopping) {
@@ -291,7 +288,8 @@ void abandon_attempt(consumer_ptr self, std::size_t index) {
                             limit.count(), st.settings.time_limit_grace.count());
   log().warn("abandoning an attempt queue={} message={} task={} attempt={}: {}",
              st.settings.queue.name, s.running->id, s.running->task, s.running->attempt, reason);
-  auto out = abandon(*st.settings.registry, *s.running, st.settings.queue.name, reason);
+  auto out = lost_attempt(*st.settings.registry, *s.running, st.settings.queue.name,
+                          "troupe::time_limit_abandoned", reason);
   st.abandoned.insert(s.executor.address());
   settle(self, s, std::move(out));
   if (st.stopping) {

@@ -142,14 +142,15 @@ task_context context_of(const storage::claimed_message& msg, const std::string& 
 
 } // namespace
 
-storage::outcome abandon(const task_registry& registry, const storage::claimed_message& msg,
-                         const std::string& queue, const std::string& reason) {
+storage::outcome lost_attempt(const task_registry& registry, const storage::claimed_message& msg,
+                              const std::string& queue, const std::string& type,
+                              const std::string& reason) {
   auto ctx = context_of(msg, queue);
   attempt a{ctx};
   a.task = registry.find(msg.task);
   a.registry = &registry;
   a.status = attempt_status::failed;
-  a.error_type = "troupe::time_limit_abandoned";
+  a.error_type = type;
   a.error_text = reason;
   const auto& stack = registry.middleware();
   run_hooks(std::vector<middleware_ptr>(stack.rbegin(), stack.rend()), a,

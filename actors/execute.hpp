@@ -39,10 +39,11 @@ inline constexpr std::chrono::milliseconds default_time_limit{600'000};
 std::chrono::milliseconds time_limit_of(const task_registry& registry,
                                         const storage::claimed_message& msg);
 
-/// The outcome of an attempt that was abandoned (its executor stopped answering past the time
-/// limit and grace): a failure of type troupe::time_limit_abandoned that the after_process
-/// hooks see like any failure, so the retry policy and callbacks apply.
-storage::outcome abandon(const task_registry& registry, const storage::claimed_message& msg,
-                         const std::string& queue, const std::string& reason);
+/// The outcome of an attempt that ended without its executor reporting one (it was abandoned
+/// past its time limit, or its executor died): a failure of type `type` that the
+/// after_process hooks see like any failure, so the retry policy and callbacks apply.
+storage::outcome lost_attempt(const task_registry& registry, const storage::claimed_message& msg,
+                              const std::string& queue, const std::string& type,
+                              const std::string& reason);
 
 } // namespace troupe::actors

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <optional>
@@ -36,6 +37,7 @@ struct supervisor_state {
 
   bool stopping = false;
   bool awaiting_listener = false; // the stop waits for the listener to deregister
+  bool delivered = false;         // the stop's reply went out
   std::optional<caf::typed_response_promise<node_report>> stop_promise;
   std::size_t consumers_pending = 0;
   node_report final_report;
@@ -74,6 +76,28 @@ consumer_actor spawn_queue_consumer(supervisor_ptr self, const queue_options& q,
   return c;
 }
 
+// node_start hooks in stack order, node_stop hooks in reverse; a failing hook is logged.
+void run_node_hooks(supervisor_ptr self, bool starting) {
+  auto& st = self->state;
+  node_info info{st.node_id, st.identity.name};
+  const auto& stack = st.tasks->middleware();
+  auto run = [&](const middleware_ptr& m) {
+    try {
+      if (starting)
+        m->node_start(info);
+      else
+        m->node_stop(info);
+    } catch (const std::exception& e) {
+      log().error("middleware {} failed in {} node={}: {}", m->name(),
+                  starting ? "node_start" : "node_stop", st.node_id, e.what());
+    }
+  };
+  if (starting)
+    std::for_each(stack.begin(), stack.end(), run);
+  else
+    std::for_each(stack.rbegin(), stack.rend(), run);
+}
+
 void start_workers(supervisor_ptr self) {
   auto& st = self->state;
   st.batcher = spawn_completion_batcher(
@@ -86,6 +110,7 @@ void start_workers(supervisor_ptr self) {
     self->system(), janitor_settings{st.storage, caf::actor_cast<node_actor>(self),
                                      st.options.janitor_interval, st.options.dead_node_grace});
   self->monitor(st.janitor);
+  run_node_hooks(self, true);
   log().info("node started node={} name={} queues={}", st.node_id, st.identity.name,
              fmt::join(st.identity.queues, ","));
 }
@@ -107,6 +132,11 @@ void shut_down_children(supervisor_ptr self, const caf::error& reason) {
 
 void deliver_stop(supervisor_ptr self) {
   auto& s = self->state;
+  if (s.delivered)
+    return; // the listener's down message and the deadline can both arrive
+  s.delivered = true;
+  if (s.node_id != 0)
+    run_node_hooks(self, false);
   s.final_report.node_id = s.node_id;
   log().info("node stopped node={} executed={} released={} abandoned={}", s.node_id,
              s.final_report.executed, s.final_report.released, s.final_report.abandoned);

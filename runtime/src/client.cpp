@@ -3,6 +3,7 @@
 #include "storage/connection.hpp"
 #include "storage/queries.hpp"
 #include "troupe/error.hpp"
+#include "troupe/log.hpp"
 #include "troupe/options.hpp"
 
 #include <libpq-fe.h>
@@ -57,6 +58,20 @@ struct client::impl {
   std::mutex mutex;
   std::optional<storage::connection> conn;
 
+  // after_enqueue hooks in reverse order. The message is published: a hook's exception is
+  // logged, not thrown, so the caller never mistakes a published message for a failed one.
+  void after_enqueue(const message& m) {
+    auto& stack = options.middleware;
+    for (auto i = stack.rbegin(); i != stack.rend(); ++i) {
+      try {
+        (*i)->after_enqueue(m);
+      } catch (const std::exception& e) {
+        log().error("middleware {} failed in after_enqueue message={}: {}", (*i)->name(), m.id,
+                    e.what());
+      }
+    }
+  }
+
   // Runs `f(connection, first_try)`; a lost connection is reopened and `f` tried once more.
   // Every write here is one statement that either committed or did not; the retry passes
   // first_try = false so that a publish that did commit is not applied a second time.
@@ -87,11 +102,14 @@ client::client(client_options options) : impl_(std::make_unique<impl>()) {
 client::~client() = default;
 
 message client::enqueue(message m) {
+  for (const auto& mw : impl_->options.middleware)
+    mw->before_enqueue(m);
   check(m);
   std::vector<storage::new_message> rows{to_new_message(m)};
   impl_->with_connection([&](storage::connection& c, bool first_try) {
     storage::enqueue_messages(c, *impl_->stmts, rows, first_try);
   });
+  impl_->after_enqueue(m);
   return m;
 }
 
@@ -100,13 +118,17 @@ std::vector<message> client::enqueue_batch(std::vector<message> batch) {
     return batch;
   std::vector<storage::new_message> rows;
   rows.reserve(batch.size());
-  for (const auto& m : batch) {
+  for (auto& m : batch) {
+    for (const auto& mw : impl_->options.middleware)
+      mw->before_enqueue(m);
     check(m);
     rows.push_back(to_new_message(m));
   }
   impl_->with_connection([&](storage::connection& c, bool first_try) {
     storage::enqueue_messages(c, *impl_->stmts, rows, first_try);
   });
+  for (const auto& m : batch)
+    impl_->after_enqueue(m);
   return batch;
 }
 

@@ -4,6 +4,7 @@
 
 #include "troupe/area.hpp"
 #include "troupe/message.hpp"
+#include "troupe/middleware.hpp"
 
 #include "troupe/error.hpp"
 #include "troupe/json.hpp"
@@ -53,6 +54,9 @@ struct client_options {
   std::string dsn;
   troupe::area area;
   std::string application_name = "troupe-client";
+  /// Middleware whose before_enqueue / after_enqueue hooks run around every publish (before
+  /// in order, after in reverse order, after_enqueue once the statement has committed).
+  std::vector<middleware_ptr> middleware;
 };
 
 /// Publishes messages into an area.
