@@ -82,6 +82,7 @@ void replace_refused(batcher_ptr self, numbered_outcome& n, const caf::error& er
               n.outcome.id, describe(err), st.settings.node_id);
   n.outcome.state = storage::outcome_state::failed;
   n.outcome.result_json.clear();
+  n.outcome.follow_ups.clear(); // a callback must not announce an outcome that was not stored
   n.outcome.error_json =
     failure_record("troupe::outcome_not_storable",
                    "the task's outcome could not be stored: " + describe(err), n.outcome.attempt);

@@ -56,8 +56,15 @@ struct consumer_state {
   }
 
   consumer_report report() const {
-    return consumer_report{settings.queue.name, executed, released, running,
-                           static_cast<std::int64_t>(abandoned.size())};
+    consumer_report r{settings.queue.name,
+                      executed,
+                      released,
+                      running,
+                      static_cast<std::int64_t>(abandoned.size()),
+                      {}};
+    for (const auto& s : slots)
+      r.executors.push_back(caf::actor_cast<caf::actor>(s.executor));
+    return r;
   }
 };
 
@@ -291,6 +298,8 @@ void abandon_attempt(consumer_ptr self, std::size_t index) {
   auto out = lost_attempt(*st.settings.registry, *s.running, st.settings.queue.name,
                           "troupe::time_limit_abandoned", reason);
   st.abandoned.insert(s.executor.address());
+  // It ends as soon as its task returns (an exit is handled after the handler at hand).
+  self->send_exit(s.executor, caf::exit_reason::user_shutdown);
   settle(self, s, std::move(out));
   if (st.stopping) {
     finish_stop_if_idle(self);

@@ -187,6 +187,10 @@ storage::outcome execute(const task_registry& registry, const storage::claimed_m
     a.status = attempt_status::failed;
     a.error_type = "troupe::middleware_failed";
     a.error_text = std::string("a before_process hook failed: ") + e.what();
+  } catch (...) {
+    a.status = attempt_status::failed;
+    a.error_type = "troupe::middleware_failed";
+    a.error_text = "a before_process hook failed with a non-standard exception";
   }
   if (a.status != attempt_status::failed) {
     if (a.task == nullptr) {

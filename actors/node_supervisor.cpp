@@ -90,6 +90,9 @@ void run_node_hooks(supervisor_ptr self, bool starting) {
     } catch (const std::exception& e) {
       log().error("middleware {} failed in {} node={}: {}", m->name(),
                   starting ? "node_start" : "node_stop", st.node_id, e.what());
+    } catch (...) {
+      log().error("middleware {} failed in {} node={}", m->name(),
+                  starting ? "node_start" : "node_stop", st.node_id);
     }
   };
   if (starting)
@@ -100,6 +103,7 @@ void run_node_hooks(supervisor_ptr self, bool starting) {
 
 void start_workers(supervisor_ptr self) {
   auto& st = self->state;
+  run_node_hooks(self, true); // before any consumer can start an attempt
   st.batcher = spawn_completion_batcher(
     self->system(), batcher_settings{st.node_id, st.storage, st.options.completion_flush_interval,
                                      st.options.completion_batch_size});
@@ -110,7 +114,6 @@ void start_workers(supervisor_ptr self) {
     self->system(), janitor_settings{st.storage, caf::actor_cast<node_actor>(self),
                                      st.options.janitor_interval, st.options.dead_node_grace});
   self->monitor(st.janitor);
-  run_node_hooks(self, true);
   log().info("node started node={} name={} queues={}", st.node_id, st.identity.name,
              fmt::join(st.identity.queues, ","));
 }
@@ -324,6 +327,12 @@ node_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options opti
         finish_stop(self);
       else
         start_workers(self);
+    },
+    [=](caf::get_atom, const std::string& queue) -> caf::result<consumer_actor> {
+      auto i = self->state.consumers.find(queue);
+      if (i == self->state.consumers.end())
+        return make_caf_error(errc::not_found, "this node does not consume queue " + queue);
+      return i->second;
     },
     [=](wake_atom, const std::string& queue) {
       auto& s = self->state;

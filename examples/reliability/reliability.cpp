@@ -11,6 +11,7 @@
 #include <atomic>
 #include <iostream>
 #include <stdexcept>
+#include <thread>
 
 using namespace std::chrono_literals;
 
@@ -23,6 +24,9 @@ inline const troupe::task_ref<void(troupe::message_summary, std::string)> receip
                                                                                   "payments"};
 inline const troupe::task_ref<void(troupe::message_summary, troupe::retry_info)> refund{
   "shop.refund", "payments"};
+
+/// Set once the receipt callback has run (the example waits for it before stopping).
+inline std::atomic<bool> receipt_sent{false};
 
 /// A payment provider that refuses every other call; an invalid amount is a caller's mistake.
 struct declined : std::runtime_error {
@@ -72,10 +76,13 @@ void define_tasks(troupe::task_registry& tasks, std::shared_ptr<audit> audit_log
   tasks.define(
     reserve, [](int items) { return items; }, quick);
   tasks.define(receipt, [](const troupe::message_summary& m, const std::string& result) {
-    std::cout << "receipt for " << m.task << " " << m.id << ": " << result << std::endl;
+    // One write per line: the executors' threads print too.
+    std::cout << ("receipt for " + m.task + " " + m.id + ": " + result + "\n") << std::flush;
+    receipt_sent = true;
   });
   tasks.define(refund, [](const troupe::message_summary& m, const troupe::retry_info& r) {
-    std::cout << "refund after " << r.retries << " retries: " << r.text << std::endl;
+    std::cout << ("refund after " + std::to_string(r.retries) + " retries: " + r.text + "\n")
+              << std::flush;
   });
   tasks.use(std::move(audit_log));
 }
@@ -110,7 +117,8 @@ int main(int argc, char** argv) {
 
     // Plain C++: publish, then block until the result is there (up to 10 s by default).
     auto paid = producer.enqueue(shop::charge(1250));
-    std::cout << "charged " << producer.get_result<int>(paid, true) << " cents" << std::endl;
+    auto cents = producer.get_result<int>(paid, true);
+    std::cout << ("charged " + std::to_string(cents) + " cents\n") << std::flush;
     auto mistake = producer.enqueue(shop::charge(-5));
     try {
       producer.get_result<int>(mistake, true);
@@ -128,6 +136,11 @@ int main(int argc, char** argv) {
         [](const std::string& json) { std::cout << "reserved " << json << std::endl; },
         [](caf::error& e) { std::cout << "no reservation: " << troupe::describe(e) << "\n"; });
 
+    // The receipt is a separate message published with the charge's outcome: give it time to
+    // run before stopping the node.
+    auto until = std::chrono::steady_clock::now() + 10s;
+    while (!shop::receipt_sent && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(10ms);
     self->request(node, 30s, troupe::stop_atom_v)
       .receive([](const troupe::node_report&) {}, [](caf::error&) {});
     self->send_exit(waiter, caf::exit_reason::user_shutdown);

@@ -68,6 +68,8 @@ struct client::impl {
       } catch (const std::exception& e) {
         log().error("middleware {} failed in after_enqueue message={}: {}", (*i)->name(), m.id,
                     e.what());
+      } catch (...) {
+        log().error("middleware {} failed in after_enqueue message={}", (*i)->name(), m.id);
       }
     }
   }

@@ -191,4 +191,41 @@ CAF_TEST(a CAF producer publishes through a storage pool without blocking) {
   self->send_exit(pool, caf::exit_reason::user_shutdown);
 }
 
+CAF_TEST(an executor that dies is replaced by its consumer and no message is lost) {
+  auto node = spawn_worker_node(*sys, options(1, 0), tasks);
+  caf::scoped_actor self{*sys};
+  consumer_actor consumer; // there once the node has registered
+  CAF_REQUIRE(testkit::wait_until(
+    [&] {
+      self->request(node, 5s, caf::get_atom::value, std::string("default"))
+        .receive([&](const consumer_actor& c) { consumer = c; }, [](caf::error&) {});
+      return static_cast<bool>(consumer);
+    },
+    10s));
+  auto executors = [&] {
+    std::vector<caf::actor> out;
+    self->request(consumer, 5s, status_atom_v)
+      .receive([&](const consumer_report& r) { out = r.executors; }, [](caf::error&) {});
+    return out;
+  };
+  auto before = executors();
+  CAF_REQUIRE_EQUAL(before.size(), 1u);
+  // Kill the executor and publish right away: the message lands either on the dying executor
+  // (its attempt is then failed as executor_crashed and retried) or on its replacement.
+  // (An exit reason the consumer can trap: `kill` would take the linked consumer down too, and
+  // the node supervisor would replace the whole consumer instead.)
+  self->send_exit(before[0], caf::make_error(caf::sec::runtime_error, "killed by the test"));
+  auto m = producer.enqueue(add(40, 2).with_priority(0));
+  CAF_CHECK(testkit::wait_until(
+    [&] {
+      auto now = executors();
+      return now.size() == 1u && now[0] != before[0];
+    },
+    10s));
+  producer.enqueue(add(1, 1));
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 2; }, 30s));
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND result = '42'", m.id)), 1);
+  stop(node);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -23,5 +23,13 @@ std::string with_option(std::string_view options_json, std::string_view key, std
 std::string with_option(std::string_view options_json, std::string_view key,
                         std::string_view value);
 std::string with_option(std::string_view options_json, std::string_view key, bool value);
+/// (Without these, a string literal would pick the bool overload and an int be ambiguous.)
+inline std::string with_option(std::string_view options_json, std::string_view key,
+                               const char* value) {
+  return with_option(options_json, key, std::string_view(value));
+}
+inline std::string with_option(std::string_view options_json, std::string_view key, int value) {
+  return with_option(options_json, key, static_cast<std::int64_t>(value));
+}
 
 } // namespace troupe

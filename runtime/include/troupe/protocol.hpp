@@ -100,12 +100,14 @@ struct consumer_report {
   std::int64_t running = 0;
   /// Executors abandoned past a time limit whose task has still not returned.
   std::int64_t stuck = 0;
+  /// The executors of the consumer's slots, in slot order.
+  std::vector<caf::actor> executors;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, consumer_report& x) {
   return f(caf::meta::type_name("consumer_report"), x.queue, x.executed, x.released, x.running,
-           x.stuck);
+           x.stuck, x.executors);
 }
 
 /// Serializes every database access of one connection (a detached actor owning one PGconn);
@@ -176,6 +178,8 @@ using node_actor = caf::typed_actor<
   // graceful stop: stop claiming, finish or abandon running tasks within the grace period,
   // flush outcomes, deregister; replies once the node is down
   caf::replies_to<stop_atom>::with<node_report>, caf::replies_to<status_atom>::with<node_report>,
+  // the consumer of a queue of this node (an error when the node does not consume it)
+  caf::replies_to<caf::get_atom, std::string>::with<consumer_actor>,
   // a hint for one queue ("" = every queue), from the listener or the janitor
   caf::reacts_to<wake_atom, std::string>,
   // the listener registered the node
