@@ -77,7 +77,7 @@ struct fixture {
       seen->add(fmt::format("succeeded {} {}", m.task, result));
     });
     tasks->define(failed_once, [seen](const message_summary& m, const failure_info& f) {
-      seen->add(fmt::format("failed {} attempt {} {}: {}", m.task, m.attempt, f.type, f.text));
+      seen->add(fmt::format("failed {} attempt {} {}: {}", m.task, m.attempt, f.type, f.message));
     });
     node_options o;
     o.dsn = area.dsn();

@@ -94,14 +94,15 @@ struct message_summary {
   }
 };
 
-/// What an on_failure callback receives about the failed attempt.
+/// What an on_failure callback receives about the failed attempt: {"type", "message"} in JSON,
+/// as Dramatiq passes it.
 struct failure_info {
   std::string type;
-  std::string text;
+  std::string message;
 
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(cereal::make_nvp("type", type), cereal::make_nvp("text", text));
+    ar(cereal::make_nvp("type", type), cereal::make_nvp("message", message));
   }
 };
 
