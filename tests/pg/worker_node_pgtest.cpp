@@ -131,8 +131,11 @@ CAF_TEST(a stale or malformed notification is ignored) {
 CAF_TEST(delayed messages start after their delay and in priority order) {
   auto node = spawn_worker_node(*sys, options(1, 0), tasks);
   auto late = producer.enqueue(add(1, 1).with_delay(1200ms));
-  auto low = producer.enqueue(add(3, 3).with_priority(10).with_delay(300ms));
-  auto high = producer.enqueue(add(2, 2).with_priority(-10).with_delay(300ms));
+  // One batch, so both become due at the same instant and only their priorities differ.
+  auto pair = producer.enqueue_batch({add(3, 3).with_priority(10).with_delay(300ms),
+                                      add(2, 2).with_priority(-10).with_delay(300ms)});
+  auto& low = pair[0];
+  auto& high = pair[1];
   CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 3; }, 20s));
   CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND started_at >= enqueued_at + "
                                     "interval '1.1 s'",
