@@ -1,9 +1,7 @@
 #define CAF_SUITE results
 #include <caf/test/unit_test.hpp>
 
-#include "scratch_area.hpp"
-#include "troupe/caf.hpp"
-#include "troupe/client.hpp"
+#include "node_harness.hpp"
 
 #include <fmt/format.h>
 
@@ -19,14 +17,7 @@ task_ref<int(int, int)> add_unstored{"add_unstored"};
 task_ref<void()> doomed{"doomed"};
 task_ref<void()> quick{"quick"};
 
-struct fixture {
-  testkit::scratch_area area;
-  client producer{client_options{area.dsn(), area.where()}};
-  caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
-  std::shared_ptr<task_registry> tasks = std::make_shared<task_registry>();
-  std::optional<node_actor> node;
-
+struct fixture : testkit::node_harness {
   fixture() {
     task_options keep;
     keep.store_results = true;
@@ -39,21 +30,6 @@ struct fixture {
       doomed, [] { throw std::domain_error("out of luck"); }, once);
     tasks->define(
       quick, [] {}, keep);
-  }
-
-  ~fixture() {
-    if (node) {
-      caf::scoped_actor self{sys};
-      self->request(*node, 30s, stop_atom_v).receive([](const node_report&) {}, [](caf::error&) {});
-    }
-  }
-
-  void start_node() {
-    node_options o;
-    o.dsn = area.dsn();
-    o.area = area.where();
-    o.queues.push_back(queue_options{});
-    node = spawn_worker_node(sys, o, tasks);
   }
 
   template <class F>

@@ -1,9 +1,7 @@
 #define CAF_SUITE retries
 #include <caf/test/unit_test.hpp>
 
-#include "scratch_area.hpp"
-#include "troupe/caf.hpp"
-#include "troupe/client.hpp"
+#include "node_harness.hpp"
 
 #include <fmt/format.h>
 
@@ -36,15 +34,9 @@ struct seen_log {
   }
 };
 
-struct fixture {
-  testkit::scratch_area area;
-  client producer{client_options{area.dsn(), area.where()}};
-  caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
-  std::shared_ptr<task_registry> tasks = std::make_shared<task_registry>();
+struct fixture : testkit::node_harness {
   std::shared_ptr<seen_log> seen = std::make_shared<seen_log>();
   std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
-  node_actor node;
 
   fixture() {
     task_options fast;
@@ -79,22 +71,9 @@ struct fixture {
     tasks->define(failed_once, [seen](const message_summary& m, const failure_info& f) {
       seen->add(fmt::format("failed {} attempt {} {}: {}", m.task, m.attempt, f.type, f.message));
     });
-    node_options o;
-    o.dsn = area.dsn();
-    o.area = area.where();
     queue_options q;
     q.poll_interval = 100ms; // retries become due without a notification
-    o.queues.push_back(q);
-    node = spawn_worker_node(sys, o, tasks);
-  }
-
-  ~fixture() {
-    caf::scoped_actor self{sys};
-    self->request(node, 30s, stop_atom_v).receive([](const node_report&) {}, [](caf::error&) {});
-  }
-
-  std::int64_t count(const std::string& where) {
-    return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
+    start_node(options(q));
   }
 };
 

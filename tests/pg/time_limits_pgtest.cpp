@@ -1,9 +1,7 @@
 #define CAF_SUITE time_limits
 #include <caf/test/unit_test.hpp>
 
-#include "scratch_area.hpp"
-#include "troupe/caf.hpp"
-#include "troupe/client.hpp"
+#include "node_harness.hpp"
 
 #include <fmt/format.h>
 
@@ -25,14 +23,8 @@ struct counters {
   std::atomic<bool> saw_shutdown{false};
 };
 
-struct fixture {
-  testkit::scratch_area area;
-  client producer{client_options{area.dsn(), area.where()}};
-  caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
-  std::shared_ptr<task_registry> tasks = std::make_shared<task_registry>();
+struct fixture : testkit::node_harness {
   std::shared_ptr<counters> seen = std::make_shared<counters>();
-  std::optional<node_actor> node;
 
   fixture() {
     task_options limited;
@@ -79,34 +71,13 @@ struct fixture {
       told);
   }
 
-  ~fixture() {
-    if (node)
-      stop();
-  }
-
-  node_report stop() {
-    caf::scoped_actor self{sys};
-    node_report r;
-    self->request(*node, 30s, stop_atom_v)
-      .receive([&](const node_report& x) { r = x; }, [](caf::error&) {});
-    node.reset();
-    return r;
-  }
-
   void start_node() {
-    node_options o;
-    o.dsn = area.dsn();
-    o.area = area.where();
     queue_options q;
     q.poll_interval = 100ms;
-    o.queues.push_back(q);
+    auto o = options(q);
     o.time_limit_grace = 200ms;
     o.shutdown_grace = 5s;
-    node = spawn_worker_node(sys, o, tasks);
-  }
-
-  std::int64_t count(const std::string& where) {
-    return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
+    node_harness::start_node(o);
   }
 };
 
