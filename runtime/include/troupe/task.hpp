@@ -129,9 +129,12 @@ struct task_options {
   std::optional<std::chrono::milliseconds> min_backoff;
   /// Longest backoff (default 7 days).
   std::optional<std::chrono::milliseconds> max_backoff;
-  /// Decides whether to retry instead of max_retries: (retries so far, the exception).
+  /// Decides whether to retry instead of max_retries: (retries so far, the exception). The
+  /// exception pointer is null for attempts that ended without one (an executor that died, an
+  /// attempt abandoned past its time limit).
   std::function<bool(std::int32_t, const std::exception_ptr&)> retry_when;
-  /// Exceptions that are never retried (see never_retry_on).
+  /// Exceptions that are never retried (see never_retry_on); such a failure is final at once
+  /// and does not trigger on_retry_exhausted.
   std::vector<std::function<bool(const std::exception_ptr&)>> never_retry;
   /// A task that receives (message_summary, retry_info) once retries are exhausted.
   std::string on_retry_exhausted;
