@@ -50,11 +50,8 @@ std::string nullable_column(const std::vector<T>& rows, F&& get) {
 
 } // namespace
 
-std::int64_t enqueue_messages(connection& conn, const statement_set& stmts,
-                              const std::vector<new_message>& batch, bool revive) {
-  if (batch.empty())
-    return 0;
-  params p{
+params enqueue_params(const area& where, const std::vector<new_message>& batch, bool revive) {
+  return params{
     column(batch, [](const new_message& m) { return m.id; }),
     column(batch, [](const new_message& m) { return m.queue; }),
     column(batch, [](const new_message& m) { return m.task; }),
@@ -63,10 +60,17 @@ std::int64_t enqueue_messages(connection& conn, const statement_set& stmts,
     column(batch, [](const new_message& m) { return std::to_string(m.priority); }),
     column(batch, [](const new_message& m) { return std::to_string(m.delay_ms); }),
     column(batch, [](const new_message& m) { return std::to_string(m.timestamp_ms); }),
-    wake_channel(stmts.where()),
+    wake_channel(where),
     revive ? "true" : "false",
   };
-  return conn.run(stmts.get("enqueue_messages"), p).int64(0, 0);
+}
+
+std::int64_t enqueue_messages(connection& conn, const statement_set& stmts,
+                              const std::vector<new_message>& batch, bool revive) {
+  if (batch.empty())
+    return 0;
+  return conn.run(stmts.get("enqueue_messages"), enqueue_params(stmts.where(), batch, revive))
+    .int64(0, 0);
 }
 
 claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,

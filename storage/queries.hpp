@@ -10,6 +10,10 @@
 
 namespace troupe::storage {
 
+/// The parameters of the enqueue_messages statement for `batch` (also run on callers' own
+/// connections by transactional publishing).
+params enqueue_params(const area& where, const std::vector<new_message>& batch, bool revive);
+
 /// Inserts `batch` in one statement and wakes each queue once (delivered at commit). An existing
 /// id is put back in its queue when `revive` holds (re-sending a message re-runs it); a retry
 /// after a lost reply passes false so a message that already ran stays as it is. Returns the

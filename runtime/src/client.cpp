@@ -37,20 +37,7 @@ std::string result_of(const storage::finished_message& m) {
                      text);
 }
 
-namespace {
-
-void check(const message& m) {
-  validate_queue_name(m.queue);
-  std::string canonical;
-  if (!parse_uuid(m.id, canonical))
-    throw error(errc::invalid_argument, "message id \"" + m.id + "\" is not a UUID");
-  if (m.task.empty())
-    throw error(errc::invalid_argument, "message " + m.id + " has no task name");
-  if (m.delay_ms < 0)
-    throw error(errc::invalid_argument, "message " + m.id + " has a negative delay");
-}
-
-} // namespace
+namespace {} // namespace
 
 struct client::impl {
   client_options options;
@@ -106,7 +93,7 @@ client::~client() = default;
 message client::enqueue(message m) {
   for (const auto& mw : impl_->options.middleware)
     mw->before_enqueue(m);
-  check(m);
+  validate_message(m);
   std::vector<storage::new_message> rows{to_new_message(m)};
   impl_->with_connection([&](storage::connection& c, bool first_try) {
     storage::enqueue_messages(c, *impl_->stmts, rows, first_try);
@@ -123,7 +110,7 @@ std::vector<message> client::enqueue_batch(std::vector<message> batch) {
   for (auto& m : batch) {
     for (const auto& mw : impl_->options.middleware)
       mw->before_enqueue(m);
-    check(m);
+    validate_message(m);
     rows.push_back(to_new_message(m));
   }
   impl_->with_connection([&](storage::connection& c, bool first_try) {

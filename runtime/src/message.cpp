@@ -81,6 +81,17 @@ bool parse_uuid(std::string_view text, std::string& canonical) {
   return true;
 }
 
+void validate_message(const message& m) {
+  validate_queue_name(m.queue);
+  std::string canonical;
+  if (!parse_uuid(m.id, canonical))
+    throw error(errc::invalid_argument, "message id \"" + m.id + "\" is not a UUID");
+  if (m.task.empty())
+    throw error(errc::invalid_argument, "message " + m.id + " has no task name");
+  if (m.delay_ms < 0)
+    throw error(errc::invalid_argument, "message " + m.id + " has a negative delay");
+}
+
 message make_message(std::string queue, std::string task, std::string args_json) {
   validate_queue_name(queue);
   if (task.empty())

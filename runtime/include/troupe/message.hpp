@@ -48,6 +48,10 @@ struct message {
 /// Throws troupe::error(invalid_argument) for an invalid queue name or an empty task name.
 message make_message(std::string queue, std::string task, std::string args_json);
 
+/// Throws troupe::error(invalid_argument) naming what is wrong with `m` before it is published:
+/// an invalid queue name, an id that is not a UUID, no task name, a negative delay.
+void validate_message(const message& m);
+
 /// A fresh time-ordered UUID (version 7) in canonical lower-case text.
 std::string new_message_id();
 
