@@ -112,7 +112,6 @@ CAF_TEST(unknown tasks and undecodable arguments are failed with a reason) {
 
 CAF_TEST(a stale or malformed notification is ignored) {
   auto node = spawn_worker_node(*sys, options(), tasks);
-  auto channel = quote_identifier(wake_channel(area.where()));
   for (const char* payload : {"", "Not A Queue", "{\"message_id\":1}", "no_such_queue", "default"})
     area.sql().exec_params("SELECT pg_notify($1, $2)", {wake_channel(area.where()), payload},
                            "notify");
@@ -124,7 +123,6 @@ CAF_TEST(a stale or malformed notification is ignored) {
   self->request(node, 5s, status_atom_v)
     .receive([&](const node_report& r) { alive = r.node_id > 0; }, [](caf::error&) {});
   CAF_CHECK(alive);
-  (void)channel;
   stop(node);
 }
 
