@@ -1,5 +1,6 @@
 #include "actors/storage_actor.hpp"
 
+#include "runtime/src/publish_plan.hpp"
 #include "storage/connection.hpp"
 #include "storage/queries.hpp"
 #include "troupe/log.hpp"
@@ -121,6 +122,15 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
       return st.guarded(
         [&](storage::connection& c) { return storage::enqueue_messages(c, stmts, batch); });
     },
+    [=, &st](enqueue_atom, std::vector<message>& batch,
+             std::vector<enqueue_options>& options) -> caf::result<std::vector<message>> {
+      return st.guarded([&](storage::connection& c) {
+        detail::publish_plan plan(st.settings.statements, std::move(batch), std::move(options),
+                                  {}, true);
+        detail::run_on_own_connection(c, plan);
+        return plan.finish(false);
+      });
+    },
     [=, &st, &stmts](reap_atom, std::int64_t grace_ms) -> caf::result<storage::reap_report> {
       return st.guarded([&](storage::connection& c) {
         return storage::reap_dead_nodes(c, stmts, std::chrono::milliseconds{grace_ms});
@@ -199,6 +209,9 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
     },
     [=](enqueue_atom a, std::vector<storage::new_message>& b) {
       return self->delegate(self->state.pick(), a, std::move(b));
+    },
+    [=](enqueue_atom a, std::vector<message>& b, std::vector<enqueue_options>& o) {
+      return self->delegate(self->state.pick(), a, std::move(b), std::move(o));
     },
     [=](reap_atom a, std::int64_t grace) { return self->delegate(self->state.pick(), a, grace); },
     [=](stats_atom a, std::string& q) {

@@ -1,6 +1,10 @@
 #include "storage/queries.hpp"
 
+#include "storage/migrations.hpp"
 #include "troupe/area.hpp"
+#include "troupe/error.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <string>
@@ -63,6 +67,53 @@ params enqueue_params(const area& where, const std::vector<new_message>& batch, 
     wake_channel(where),
     revive ? "true" : "false",
   };
+}
+
+params claim_keys_params(const std::vector<key_claim>& claims, std::int64_t token) {
+  return params{
+    column(claims, [](const key_claim& c) { return c.queue; }),
+    column(claims, [](const key_claim& c) { return c.key; }),
+    column(claims, [](const key_claim& c) { return c.message_id; }),
+    column(claims, [](const key_claim& c) { return c.message_json; }),
+    column(claims, [](const key_claim& c) { return std::to_string(c.ttl_ms); }),
+    std::to_string(token),
+  };
+}
+
+std::vector<key_claim_result> read_key_claims(const result& res) {
+  std::vector<key_claim_result> out;
+  out.reserve(res.rows());
+  for (int r = 0; r < res.rows(); ++r) {
+    key_claim_result k;
+    k.queue = res.text(r, 0);
+    k.key = res.text(r, 1);
+    k.claimed = res.text(r, 2) == "t";
+    k.holder.id = res.text(r, 3);
+    k.holder.queue = res.text(r, 4);
+    k.holder.task = res.text(r, 5);
+    k.holder.args_json = res.text(r, 6);
+    k.holder.options_json = res.text(r, 7);
+    k.holder.priority = static_cast<std::int32_t>(res.int64(r, 8));
+    k.holder.delay_ms = res.int64(r, 9);
+    k.holder.timestamp_ms = res.int64(r, 10);
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+params store_keys_params(const std::vector<key_claim>& claims, std::int64_t token) {
+  return params{
+    column(claims, [](const key_claim& c) { return c.queue; }),
+    column(claims, [](const key_claim& c) { return c.key; }),
+    column(claims, [](const key_claim& c) { return c.message_id; }),
+    column(claims, [](const key_claim& c) { return c.message_json; }),
+    std::to_string(token),
+  };
+}
+
+std::int64_t prune_deduplication_keys(connection& conn, const statement_set& stmts,
+                                      std::int64_t limit) {
+  return conn.run(stmts.get("prune_deduplication_keys"), {std::to_string(limit)}).affected();
 }
 
 std::int64_t enqueue_messages(connection& conn, const statement_set& stmts,
@@ -208,6 +259,14 @@ params identity_params(const node_identity& who, const statement_set& stmts) {
 } // namespace
 
 std::int32_t register_node(connection& conn, const statement_set& stmts, const node_identity& who) {
+  // A node on an area that misses migrations would fail later, statement by statement.
+  auto version = current_version(conn, stmts);
+  if (version < latest_migration())
+    throw error(errc::bug, fmt::format("area (schema \"{}\", prefix \"{}\") is at schema "
+                                       "version {} and this Troupe needs version {}: run "
+                                       "`troupe upgrade` first",
+                                       stmts.where().schema, stmts.where().prefix, version,
+                                       latest_migration()));
   auto res = conn.run(stmts.get("register_node"), identity_params(who, stmts));
   return static_cast<std::int32_t>(res.int64(0, 0));
 }
@@ -233,6 +292,8 @@ reap_report reap_dead_nodes(connection& conn, const statement_set& stmts,
   out.queues = parse_array_literal(res.text(0, 2));
   out.suspect_nodes = res.int64(0, 3);
   out.cleared_nodes = res.int64(0, 4);
+  // Expired deduplication keys go in bounded batches, a few per pass.
+  out.pruned_keys = prune_deduplication_keys(conn, stmts, 1000);
   return out;
 }
 

@@ -14,6 +14,17 @@ namespace troupe::storage {
 /// connections by transactional publishing).
 params enqueue_params(const area& where, const std::vector<new_message>& batch, bool revive);
 
+/// The parameters of claim_deduplication_keys: one row per claim, and this call's token.
+params claim_keys_params(const std::vector<key_claim>& claims, std::int64_t token);
+/// The rows claim_deduplication_keys returned.
+std::vector<key_claim_result> read_key_claims(const result& res);
+/// The parameters of store_deduplicated_messages (claims holding the published messages).
+params store_keys_params(const std::vector<key_claim>& claims, std::int64_t token);
+
+/// Removes up to `limit` expired deduplication keys; returns how many.
+std::int64_t prune_deduplication_keys(connection& conn, const statement_set& stmts,
+                                      std::int64_t limit);
+
 /// Inserts `batch` in one statement and wakes each queue once (delivered at commit). An existing
 /// id is put back in its queue when `revive` holds (re-sending a message re-runs it); a retry
 /// after a lost reply passes false so a message that already ran stays as it is. Returns the

@@ -21,6 +21,25 @@ struct new_message {
   std::int64_t timestamp_ms = 0;
 };
 
+/// A deduplication key to claim for a message about to be published. `message_json` is the
+/// message as it will be returned to duplicate publishers.
+struct key_claim {
+  std::string queue;
+  std::string key;
+  std::string message_id;
+  std::string message_json;
+  std::int64_t ttl_ms = 0;
+};
+
+/// What claiming a key found: `claimed` when this call took it (free or expired), otherwise the
+/// message that holds it.
+struct key_claim_result {
+  std::string queue;
+  std::string key;
+  bool claimed = false;
+  new_message holder;
+};
+
 /// A message as one claim returned it. `attempt` is the delivery token of this claim.
 struct claimed_message {
   std::string id;
@@ -91,6 +110,8 @@ struct reap_report {
   /// Nodes whose lock was first seen free in this pass, and nodes whose lock came back.
   std::int64_t suspect_nodes = 0;
   std::int64_t cleared_nodes = 0;
+  /// Expired deduplication keys removed in this pass.
+  std::int64_t pruned_keys = 0;
 };
 
 /// How a node describes itself in the nodes registry.

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
         batch.push_back(hello::sum({i, i + 1, i + 2}));
       }
       if (batch.size() == 1000 || i + 1 == opts.messages) {
-        producer.enqueue_batch(std::move(batch));
+        producer.enqueue_many(std::move(batch));
         batch.clear();
       }
     }

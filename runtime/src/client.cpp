@@ -1,5 +1,7 @@
 #include "troupe/client.hpp"
 
+#include "publish_plan.hpp"
+
 #include "storage/connection.hpp"
 #include "storage/queries.hpp"
 #include "troupe/error.hpp"
@@ -37,29 +39,11 @@ std::string result_of(const storage::finished_message& m) {
                      text);
 }
 
-namespace {} // namespace
-
 struct client::impl {
   client_options options;
   storage::statement_set_ptr stmts;
   std::mutex mutex;
   std::optional<storage::connection> conn;
-
-  // after_enqueue hooks in reverse order. The message is published: a hook's exception is
-  // logged, not thrown, so the caller never mistakes a published message for a failed one.
-  void after_enqueue(const message& m) {
-    auto& stack = options.middleware;
-    for (auto i = stack.rbegin(); i != stack.rend(); ++i) {
-      try {
-        (*i)->after_enqueue(m);
-      } catch (const std::exception& e) {
-        log().error("middleware {} failed in after_enqueue message={}: {}", (*i)->name(), m.id,
-                    e.what());
-      } catch (...) {
-        log().error("middleware {} failed in after_enqueue message={}", (*i)->name(), m.id);
-      }
-    }
-  }
 
   // Runs `f(connection, first_try)`; a lost connection is reopened and `f` tried once more.
   // Every write here is one statement that either committed or did not; the retry passes
@@ -90,35 +74,24 @@ client::client(client_options options) : impl_(std::make_unique<impl>()) {
 
 client::~client() = default;
 
-message client::enqueue(message m) {
-  for (const auto& mw : impl_->options.middleware)
-    mw->before_enqueue(m);
-  validate_message(m);
-  std::vector<storage::new_message> rows{to_new_message(m)};
-  impl_->with_connection([&](storage::connection& c, bool first_try) {
-    storage::enqueue_messages(c, *impl_->stmts, rows, first_try);
-  });
-  impl_->after_enqueue(m);
-  return m;
+message client::enqueue(message m, const enqueue_options& options) {
+  std::vector<message> one;
+  one.push_back(std::move(m));
+  return std::move(enqueue_many(std::move(one), {options}).front());
 }
 
-std::vector<message> client::enqueue_batch(std::vector<message> batch) {
-  if (batch.empty())
-    return batch;
-  std::vector<storage::new_message> rows;
-  rows.reserve(batch.size());
-  for (auto& m : batch) {
-    for (const auto& mw : impl_->options.middleware)
-      mw->before_enqueue(m);
-    validate_message(m);
-    rows.push_back(to_new_message(m));
-  }
+std::vector<message> client::enqueue_many(std::vector<message> batch,
+                                          std::vector<enqueue_options> options) {
+  detail::publish_plan plan(impl_->stmts, std::move(batch), std::move(options),
+                            impl_->options.middleware, true);
+  if (plan.empty())
+    return {};
   impl_->with_connection([&](storage::connection& c, bool first_try) {
-    storage::enqueue_messages(c, *impl_->stmts, rows, first_try);
+    if (!first_try)
+      plan.restart(false);
+    detail::run_on_own_connection(c, plan);
   });
-  for (const auto& m : batch)
-    impl_->after_enqueue(m);
-  return batch;
+  return plan.finish(false);
 }
 
 std::string client::get_result_json(const std::string& id, bool block,

@@ -32,6 +32,8 @@ std::string_view to_string(errc code) noexcept {
     return "task_skipped";
   case errc::task_cancelled:
     return "task_cancelled";
+  case errc::cancelled:
+    return "cancelled";
   }
   return "unknown";
 }

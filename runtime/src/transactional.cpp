@@ -1,7 +1,7 @@
 #include "troupe/transactional.hpp"
 
+#include "publish_plan.hpp"
 #include "storage/queries.hpp"
-#include "troupe/client.hpp"
 #include "troupe/error.hpp"
 
 #include <fmt/format.h>
@@ -9,105 +9,73 @@
 
 namespace troupe {
 
+
 namespace {
 
-void require_transaction(pg_conn* conn, std::string_view what) {
-  if (conn == nullptr)
-    throw error(errc::invalid_argument, std::string(what) + ": no connection given");
-  if (PQtransactionStatus(conn) != PQTRANS_INTRANS)
-    throw error(errc::not_in_transaction,
-                std::string(what) + " requires an active transaction on the caller's connection "
-                                    "(BEGIN first); nothing was written");
-}
-
-// The area's statements, rendered once per area and reused.
-const storage::statement& enqueue_statement(const area& where) {
-  thread_local std::string key;
-  thread_local storage::statement_set_ptr stmts;
-  auto wanted = where.schema + '\0' + where.prefix;
-  if (!stmts || key != wanted) {
-    stmts = storage::make_statement_set(where);
-    key = wanted;
-  }
-  return stmts->get("enqueue_messages");
-}
-
-void run_enqueue(pg_conn* conn, const area& where, const std::vector<message>& batch) {
-  std::vector<storage::new_message> rows;
-  rows.reserve(batch.size());
-  for (const auto& m : batch)
-    rows.push_back(to_new_message(m));
-  // The caller's connection: run the statement unprepared, so no prepared statement of ours is
-  // left behind on it.
-  auto params = storage::enqueue_params(where, rows, true);
-  std::vector<const char*> values;
-  for (const auto& p : params)
-    values.push_back(p ? p->c_str() : nullptr);
-  const auto& st = enqueue_statement(where);
-  PGresult* res = PQexecParams(conn, st.text.c_str(), static_cast<int>(values.size()), nullptr,
-                               values.data(), nullptr, nullptr, 0);
+// The caller's connection: statements run unprepared, so none of ours is left behind on it.
+storage::result run_step(pg_conn* conn, const detail::publish_step& step) {
+  auto values = detail::param_pointers(step.values);
+  PGresult* res = PQexecParams(conn, step.statement->text.c_str(),
+                               static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                               nullptr, 0);
   storage::result owned(res); // freed on every path
-  if (PQresultStatus(res) != PGRES_TUPLES_OK)
-    storage::throw_error(conn, res, st.name);
+  auto status = PQresultStatus(res);
+  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK)
+    storage::throw_error(conn, res, step.statement->name);
+  return owned;
 }
 
-void before(std::vector<message>& batch, const std::vector<middleware_ptr>& mw) {
-  for (auto& m : batch)
-    for (const auto& h : mw)
-      h->before_enqueue(m);
+bool simple(pg_conn* conn, const char* sql) {
+  PGresult* r = PQexec(conn, sql);
+  bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  return ok;
 }
 
-void after(const std::vector<message>& batch, const std::vector<middleware_ptr>& mw) {
-  for (const auto& m : batch)
-    for (auto i = mw.rbegin(); i != mw.rend(); ++i)
-      (*i)->after_enqueue(m);
+std::vector<message> run_plan(pg_conn* conn, detail::publish_plan& plan, bool savepoint) {
+  if (plan.empty())
+    return plan.finish(true);
+  if (!savepoint) {
+    while (auto step = plan.next())
+      plan.accept(run_step(conn, *step));
+    return plan.finish(true);
+  }
+  if (!simple(conn, "SAVEPOINT troupe_publish"))
+    storage::throw_error(conn, nullptr, "savepoint");
+  try {
+    while (auto step = plan.next())
+      plan.accept(run_step(conn, *step));
+  } catch (...) {
+    simple(conn, "ROLLBACK TO SAVEPOINT troupe_publish");
+    simple(conn, "RELEASE SAVEPOINT troupe_publish");
+    throw;
+  }
+  simple(conn, "RELEASE SAVEPOINT troupe_publish");
+  return plan.finish(true);
 }
 
 } // namespace
 
 message enqueue_in_transaction(pg_conn* conn, const area& where, message m,
+                               const enqueue_options& options,
                                const std::vector<middleware_ptr>& middleware) {
-  require_transaction(conn, "enqueue_in_transaction");
-  validate_area(where);
-  std::vector<message> one{std::move(m)};
-  before(one, middleware);
-  validate_message(one.front());
-  run_enqueue(conn, where, one);
-  after(one, middleware);
-  return std::move(one.front());
+  detail::require_transaction(conn, "enqueue_in_transaction");
+  std::vector<message> one;
+  one.push_back(std::move(m));
+  detail::publish_plan plan(detail::statements_for(where), std::move(one), {options}, middleware,
+                            true);
+  // A plain publish is one statement; deduplication takes two or three, in a savepoint.
+  return std::move(run_plan(conn, plan, plan.multi_step()).front());
 }
 
 std::vector<message> enqueue_many_in_transaction(pg_conn* conn, const area& where,
                                                  std::vector<message> batch,
+                                                 std::vector<enqueue_options> options,
                                                  const std::vector<middleware_ptr>& middleware) {
-  require_transaction(conn, "enqueue_many_in_transaction");
-  validate_area(where);
-  if (batch.size() > max_batch_size)
-    throw error(errc::invalid_argument,
-                fmt::format("batch limit is {} messages, got {}", max_batch_size, batch.size()));
-  if (batch.empty())
-    return batch;
-  before(batch, middleware);
-  for (const auto& m : batch)
-    validate_message(m);
-  auto simple = [&](const char* sql) {
-    PGresult* r = PQexec(conn, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    return ok;
-  };
-  if (!simple("SAVEPOINT troupe_enqueue_many"))
-    throw error(errc::bug, "could not set a savepoint for the batch");
-  try {
-    run_enqueue(conn, where, batch);
-  } catch (...) {
-    simple("ROLLBACK TO SAVEPOINT troupe_enqueue_many");
-    simple("RELEASE SAVEPOINT troupe_enqueue_many");
-    throw;
-  }
-  simple("RELEASE SAVEPOINT troupe_enqueue_many");
-  after(batch, middleware);
-  return batch;
+  detail::require_transaction(conn, "enqueue_many_in_transaction");
+  detail::publish_plan plan(detail::statements_for(where), std::move(batch), std::move(options),
+                            middleware, true);
+  return run_plan(conn, plan, true);
 }
 
 } // namespace troupe

@@ -133,3 +133,49 @@ SELECT message_id::text, state::text, result::text, error::text
 
 -- name: message_exists
 SELECT count(*) FROM {{t:queue}} WHERE message_id = $1::uuid
+
+-- name: claim_deduplication_keys
+-- Claims deduplication keys for the messages about to be published, one row per distinct
+-- (queue, key) of the call, in key order so that concurrent callers lock keys in the same order.
+-- A key is taken when it is free or expired (clock_timestamp(), one reading per row), a live
+-- key is left as it is and returned with its stored message. A concurrent caller holding an
+-- uncommitted claim of the key makes this statement wait for its commit, then return its
+-- message. $6 is this call's claim token: claimed = the key now carries it.
+INSERT INTO {{t:deduplication}} AS d
+       (queue_name, key, message_id, message, claimed_at, expires_at, claim_token)
+SELECT k.queue, k.key, k.id, k.message, k.now, k.now + k.ttl_ms * interval '1 millisecond', $6
+  FROM (SELECT u.*, clock_timestamp() AS now
+          FROM unnest($1::text[], $2::text[], $3::uuid[], $4::jsonb[], $5::bigint[])
+               AS u(queue, key, id, message, ttl_ms)
+         ORDER BY u.queue, u.key) k
+ON CONFLICT (queue_name, key) DO UPDATE
+   SET message_id  = CASE WHEN d.expires_at <= excluded.claimed_at
+                          THEN excluded.message_id ELSE d.message_id END,
+       message     = CASE WHEN d.expires_at <= excluded.claimed_at
+                          THEN excluded.message ELSE d.message END,
+       expires_at  = CASE WHEN d.expires_at <= excluded.claimed_at
+                          THEN excluded.expires_at ELSE d.expires_at END,
+       claim_token = CASE WHEN d.expires_at <= excluded.claimed_at
+                          THEN excluded.claim_token ELSE d.claim_token END,
+       claimed_at  = CASE WHEN d.expires_at <= excluded.claimed_at
+                          THEN excluded.claimed_at ELSE d.claimed_at END
+RETURNING d.queue_name, d.key, d.claim_token = $6, d.message_id::text, d.message->>'queue',
+          d.message->>'task', (d.message->'args')::text, (d.message->'options')::text,
+          (d.message->>'priority')::integer, (d.message->>'delay_ms')::bigint,
+          (d.message->>'timestamp_ms')::bigint
+
+-- name: store_deduplicated_messages
+-- Replaces the stored message of keys this call claimed ($4 = its claim token) with the message
+-- as published, when an enqueue hook changed it after the claim ($5 = this call's claim token).
+UPDATE {{t:deduplication}} d
+   SET message_id = s.id, message = s.message
+  FROM unnest($1::text[], $2::text[], $3::uuid[], $4::jsonb[]) AS s(queue, key, id, message)
+ WHERE d.queue_name = s.queue AND d.key = s.key AND d.claim_token = $5
+
+-- name: prune_deduplication_keys
+-- Removes up to $1 expired deduplication keys and returns how many.
+DELETE FROM {{t:deduplication}}
+ WHERE ctid = ANY (ARRAY(SELECT ctid FROM {{t:deduplication}}
+                          WHERE expires_at <= clock_timestamp()
+                          ORDER BY expires_at LIMIT $1
+                            FOR UPDATE SKIP LOCKED))

@@ -61,7 +61,7 @@ CAF_TEST(a node killed mid task loses nothing and its task finishes on another n
   std::vector<message> rest;
   for (int i = 0; i < 50; ++i)
     rest.push_back(record());
-  producer.enqueue_batch(rest);
+  producer.enqueue_many(rest);
   auto a = worker("node-a", 1, 0);
   CAF_REQUIRE(testkit::wait_until(
     [&] { return runs(fmt::format("message_id = '{}' AND node = 'node-a'", long_one.id)) == 1; },
@@ -91,7 +91,7 @@ CAF_TEST(a node told to terminate stops gracefully with nothing lost and nothing
   std::vector<message> batch;
   for (int i = 0; i < 40; ++i)
     batch.push_back(sleep_ms(100));
-  producer.enqueue_batch(batch);
+  producer.enqueue_many(batch);
   auto w = worker("node-t", 2, 10, 10000);
   CAF_REQUIRE(testkit::wait_until([&] { return runs("true") >= 4; }, 20s));
   w->signal(SIGTERM);
@@ -146,7 +146,7 @@ CAF_TEST(nodes reconnect after a PostgreSQL restart and finish every message) {
     std::vector<message> batch;
     for (int i = 0; i < 400; ++i)
       batch.push_back(sleep_ms(5));
-    producer.enqueue_batch(batch);
+    producer.enqueue_many(batch);
     std::vector<std::unique_ptr<testkit::child_process>> nodes;
     for (const char* name : {"node-r1", "node-r2"})
       nodes.push_back(std::make_unique<testkit::child_process>(

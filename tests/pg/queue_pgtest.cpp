@@ -64,7 +64,7 @@ CAF_TEST(a claim takes at most the free slots asked for) {
   std::vector<message> batch;
   for (int i = 0; i < 25; ++i)
     batch.push_back(job(i));
-  producer.enqueue_batch(batch);
+  producer.enqueue_many(batch);
   auto n = node(area.sql());
   CAF_CHECK_EQUAL(
     storage::claim_batch(area.sql(), area.statements(), "default", n, 10).messages.size(), 10u);
@@ -108,7 +108,7 @@ CAF_TEST(two nodes never claim the same message) {
   std::vector<message> batch;
   for (int i = 0; i < 1000; ++i)
     batch.push_back(job(i));
-  producer.enqueue_batch(batch);
+  producer.enqueue_many(batch);
   std::vector<std::string> seen[2];
   std::vector<std::thread> nodes;
   for (int t = 0; t < 2; ++t)
@@ -256,7 +256,7 @@ CAF_TEST(a batch is one transaction and one notification per queue) {
   std::vector<message> batch;
   for (int i = 0; i < 50; ++i)
     batch.push_back(job(i).on_queue(i % 2 ? "odd" : "even"));
-  producer.enqueue_batch(batch);
+  producer.enqueue_many(batch);
   CAF_CHECK_EQUAL(count("true"), 50);
   std::multiset<std::string> payloads;
   CAF_CHECK(testkit::wait_until(
@@ -278,7 +278,7 @@ CAF_TEST(a failed batch writes nothing) {
   std::vector<message> batch{job(2), job(3)};
   batch[1].id = "not-a-uuid";
   try {
-    producer.enqueue_batch(batch);
+    producer.enqueue_many(batch);
     CAF_FAIL("accepted a message with a bad id");
   } catch (const error& e) {
     CAF_CHECK(e.code() == errc::invalid_argument);

@@ -79,7 +79,7 @@ CAF_TEST(a node runs published messages and stores their results) {
   std::vector<message> batch;
   for (int i = 0; i < 200; ++i)
     batch.push_back(add(i, 1));
-  producer.enqueue_batch(batch);
+  producer.enqueue_many(batch);
   CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 200; }, 20s));
   CAF_CHECK_EQUAL(count("state = 'done' AND result::int = (args->>0)::int + 1 AND attempts = 1"),
                   200);
@@ -130,7 +130,7 @@ CAF_TEST(delayed messages start after their delay and in priority order) {
   auto node = spawn_worker_node(*sys, options(1, 0), tasks);
   auto late = producer.enqueue(add(1, 1).with_delay(1200ms));
   // One batch, so both become due at the same instant and only their priorities differ.
-  auto pair = producer.enqueue_batch({add(3, 3).with_priority(10).with_delay(300ms),
+  auto pair = producer.enqueue_many({add(3, 3).with_priority(10).with_delay(300ms),
                                       add(2, 2).with_priority(-10).with_delay(300ms)});
   auto& low = pair[0];
   auto& high = pair[1];
@@ -153,7 +153,7 @@ CAF_TEST(a graceful stop finishes running tasks and hands back prefetched ones) 
   std::vector<message> batch;
   for (int i = 0; i < 6; ++i)
     batch.push_back(nap(300));
-  producer.enqueue_batch(batch);
+  producer.enqueue_many(batch);
   CAF_CHECK(testkit::wait_until([&] { return naps_started >= 1; }, 10s));
   auto r = stop(node);
   CAF_CHECK_EQUAL(r.abandoned, 0);
@@ -172,7 +172,7 @@ CAF_TEST(two nodes share a queue and never run a message twice) {
   std::vector<message> batch;
   for (int i = 0; i < 500; ++i)
     batch.push_back(add(i, 0));
-  producer.enqueue_batch(batch);
+  producer.enqueue_many(batch);
   CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 500; }, 30s));
   CAF_CHECK_EQUAL(count("attempts <> 1"), 0);
   auto ra = stop(a);

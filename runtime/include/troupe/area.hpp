@@ -18,7 +18,8 @@ struct area {
 inline constexpr std::size_t max_queue_name_length = 47;
 /// Longest schema name (an identifier on its own).
 inline constexpr std::size_t max_schema_length = 63;
-/// Longest table prefix: the longest derived name is the prefix plus "queue_running_idx".
+/// Longest table prefix: the longest derived name is the prefix plus
+/// "deduplication_expiry_idx" (56 bytes in all).
 inline constexpr std::size_t max_prefix_length = 32;
 
 /// Throws troupe::error(invalid_argument) naming the value and the rule when `name` is not a

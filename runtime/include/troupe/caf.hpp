@@ -19,10 +19,20 @@ node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
                              std::shared_ptr<const task_registry> tasks);
 
 /// Spawns a storage pool of `connections` storage actors for producers inside a CAF
-/// application: `(enqueue_atom, std::vector<storage::new_message>)` publishes without
-/// blocking the caller. Stop it with send_exit.
+/// application: `(enqueue_atom, std::vector<message>, std::vector<enqueue_options>)` publishes
+/// up to 1,000 messages atomically, with delays and deduplication keys, without blocking the
+/// caller (and `(enqueue_atom, std::vector<storage::new_message>)` inserts raw rows). No
+/// middleware runs there. Stop it with send_exit.
 storage_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn, const area& where,
                                  int connections = 1);
+
+/// Spawns the async publisher for callers' own transactions in area `where` (see
+/// async_publisher_actor): `(enqueue_atom, caller_connection, batch, options)` and
+/// `(enqueue_atom, caller_connection, message, options)`, answered once the statements ran on
+/// the caller's non-blocking connection; `(cancel_atom, caller_connection)` cancels. The
+/// enqueue hooks of `middleware` run on the publisher's thread. Stop it with send_exit.
+async_publisher_actor spawn_async_publisher(caf::actor_system& sys, const area& where,
+                                            std::vector<middleware_ptr> middleware = {});
 
 /// Spawns a result waiter for the area (see result_waiter_actor). Stop it with send_exit.
 result_waiter_actor spawn_result_waiter(caf::actor_system& sys, const std::string& dsn,

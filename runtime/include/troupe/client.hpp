@@ -3,6 +3,7 @@
 #pragma once
 
 #include "troupe/area.hpp"
+#include "troupe/enqueue_options.hpp"
 #include "troupe/message.hpp"
 #include "troupe/middleware.hpp"
 
@@ -67,13 +68,19 @@ public:
   client(const client&) = delete;
   client& operator=(const client&) = delete;
 
-  /// Publishes one message (one statement, one NOTIFY at commit) and returns it as stored.
-  /// Throws troupe::error: invalid_argument for a bad queue name, connection_lost and others
-  /// from the database.
-  message enqueue(message m);
+  /// Publishes one message (one statement, one NOTIFY at commit) and returns it as stored; with
+  /// a deduplication key that is live, returns the message holding it and publishes nothing.
+  /// Throws troupe::error: invalid_argument for a bad queue name or bad options (before any
+  /// SQL), connection_lost and others from the database.
+  message enqueue(message m, const enqueue_options& options = {});
 
-  /// Publishes messages in one statement and one transaction: all or none.
-  std::vector<message> enqueue_batch(std::vector<message> batch);
+  /// Publishes up to max_batch_size (1,000) messages atomically: all or none. `options` is
+  /// empty or holds one entry per message. Without deduplication keys the batch is one
+  /// statement; with them, one transaction of two or three. Returns every message in input
+  /// order: as published, or (for a duplicate key) the message holding the key. An empty batch
+  /// runs no SQL.
+  std::vector<message> enqueue_many(std::vector<message> batch,
+                                    std::vector<enqueue_options> options = {});
 
   /// The stored result of message `id` as JSON text. Without `block`, a message that has not
   /// finished is missing; with it, the call waits up to `timeout`, woken by the notification

@@ -39,6 +39,8 @@ enum class errc : std::uint8_t {
   task_skipped,
   /// The message was cancelled, so there is no result.
   task_cancelled,
+  /// The caller cancelled the operation (an asynchronous publish) before it finished.
+  cancelled,
 };
 
 /// The stable name of a code, as it appears in logs, JSON and error records.

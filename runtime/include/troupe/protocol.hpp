@@ -4,7 +4,9 @@
 #pragma once
 
 #include "storage/records.hpp"
+#include "troupe/enqueue_options.hpp"
 #include "troupe/error.hpp"
+#include "troupe/message.hpp"
 
 #include <caf/all.hpp>
 #include <caf/type_id.hpp>
@@ -30,7 +32,10 @@ CAF_ADD_ATOM(troupe, troupe::atoms, registered_atom, "registered")
 CAF_ADD_ATOM(troupe, troupe::atoms, poll_atom, "poll")
 CAF_ADD_ATOM(troupe, troupe::atoms, eta_atom, "eta")
 CAF_ADD_ATOM(troupe, troupe::atoms, limit_atom, "limit")
+CAF_ADD_ATOM(troupe, troupe::atoms, cancel_atom, "cancel")
 CAF_END_TYPE_ID_BLOCK(troupe)
+
+struct pg_conn; // libpq's PGconn
 
 namespace troupe::storage {
 
@@ -66,7 +71,7 @@ typename Inspector::result_type inspect(Inspector& f, queue_stats& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reap_report& x) {
   return f(caf::meta::type_name("reap_report"), x.dead_nodes, x.recovered, x.queues,
-           x.suspect_nodes, x.cleared_nodes);
+           x.suspect_nodes, x.cleared_nodes, x.pruned_keys);
 }
 
 } // namespace troupe::storage
@@ -74,6 +79,36 @@ typename Inspector::result_type inspect(Inspector& f, reap_report& x) {
 namespace troupe {
 
 using namespace troupe::atoms;
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, message& x) {
+  return f(caf::meta::type_name("message"), x.id, x.queue, x.task, x.args_json, x.options_json,
+           x.priority, x.delay_ms, x.timestamp_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, enqueue_options& x) {
+  // Milliseconds on the wire; a negative delay stands for "none" (a real one is never
+  // negative).
+  std::int64_t delay_ms = x.delay ? x.delay->count() : -1;
+  std::int64_t ttl_ms = x.deduplication_ttl.count();
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (delay_ms >= 0)
+      x.delay = std::chrono::milliseconds{delay_ms};
+    else
+      x.delay.reset();
+    x.deduplication_ttl = std::chrono::milliseconds{ttl_ms};
+    return caf::none;
+  });
+  return f(caf::meta::type_name("enqueue_options"), delay_ms, x.deduplication_key, ttl_ms, load);
+}
+
+/// A caller's own libpq connection (non-blocking mode, inside a transaction), lent to the
+/// async publisher for one publish. The caller keeps ownership and must not use it until the
+/// reply arrives. Only meaningful inside one process.
+struct caller_connection {
+  pg_conn* native = nullptr;
+};
 
 /// A node's account of itself (status requests, and the reply to a stop). node_id is 0 until
 /// the node has registered.
@@ -126,6 +161,11 @@ using storage_actor = caf::typed_actor<
                   std::vector<std::string>>::with<std::int64_t>,
   // publish messages in one statement; replies with how many
   caf::replies_to<enqueue_atom, std::vector<storage::new_message>>::with<std::int64_t>,
+  // publish up to 1,000 messages atomically with per-message options (empty, or one entry per
+  // message: delay, deduplication key and lifetime); replies with the messages in input order,
+  // a duplicate's place holding the message that holds its key
+  caf::replies_to<enqueue_atom, std::vector<message>,
+                  std::vector<enqueue_options>>::with<std::vector<message>>,
   // one janitor pass with the given grace (ms) for nodes whose lock is free
   caf::replies_to<reap_atom, std::int64_t>::with<storage::reap_report>,
   // statistics of one queue, or of all when the name is empty
@@ -187,9 +227,27 @@ using node_actor = caf::typed_actor<
   // its own timer: the deadline for the listener to deregister during a stop
   caf::reacts_to<poll_atom>>;
 
+/// Publishes on callers' own connections inside their transactions without blocking them: the
+/// CAF form of troupe::async_publish. One detached actor multiplexes every publish in flight
+/// with poll(2) and replies when each is done; the requesting actor keeps handling messages
+/// meanwhile. Errors are CAF errors of category "troupe" (describe() reads them): the same
+/// refusals as the synchronous functions, and `cancelled` after a cancel_atom.
+using async_publisher_actor = caf::typed_actor<
+  // a batch: all or nothing in a savepoint of the caller's transaction
+  caf::replies_to<enqueue_atom, caller_connection, std::vector<message>,
+                  std::vector<enqueue_options>>::with<std::vector<message>>,
+  // one message: one statement (a savepoint only with a deduplication key)
+  caf::replies_to<enqueue_atom, caller_connection, message, enqueue_options>::with<message>,
+  // cancel the publish in flight on that connection (if any)
+  caf::reacts_to<cancel_atom, caller_connection>,
+  // its own loop while publishes are in flight
+  caf::reacts_to<poll_atom>>;
+
 /// Turns a Troupe error code and text into a CAF error (category "troupe").
 caf::error make_caf_error(errc code, std::string text);
 /// The Troupe error held by a CAF error, for logs: "<code>: <text>".
 std::string describe(const caf::error& err);
 
 } // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::caller_connection)
