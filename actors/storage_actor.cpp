@@ -125,8 +125,8 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
     [=, &st](enqueue_atom, std::vector<message>& batch,
              std::vector<enqueue_options>& options) -> caf::result<std::vector<message>> {
       return st.guarded([&](storage::connection& c) {
-        detail::publish_plan plan(st.settings.statements, std::move(batch), std::move(options),
-                                  {}, true);
+        detail::publish_plan plan(st.settings.statements, std::move(batch), std::move(options), {},
+                                  true);
         detail::run_on_own_connection(c, plan);
         return plan.finish(false);
       });

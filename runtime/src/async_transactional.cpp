@@ -34,8 +34,7 @@ struct async_publish::impl {
   storage::result last;
   std::vector<message> published;
 
-  impl(pg_conn* c, detail::publish_plan p, bool sp)
-      : conn(c), plan(std::move(p)), savepoint(sp) {}
+  impl(pg_conn* c, detail::publish_plan p, bool sp) : conn(c), plan(std::move(p)), savepoint(sp) {}
 
   void send(step_kind kind) {
     current = kind;
@@ -110,9 +109,9 @@ struct async_publish::impl {
     if (!good) {
       if (!failure) {
         try {
-          storage::throw_error(conn, res, current == step_kind::plan
-                                            ? current_step->statement->name
-                                            : std::string("savepoint"));
+          storage::throw_error(conn, res,
+                               current == step_kind::plan ? current_step->statement->name
+                                                          : std::string("savepoint"));
         } catch (const error& e) {
           if (cancel_requested && e.sqlstate() == "57014")
             failure = std::make_exception_ptr(
@@ -207,10 +206,10 @@ namespace {
 void require_nonblocking(pg_conn* conn, std::string_view what) {
   detail::require_transaction(conn, what);
   if (PQisnonblocking(conn) != 1)
-    throw error(errc::invalid_argument,
-                std::string(what) + " requires a connection in non-blocking mode "
-                                    "(PQsetnonblocking); use enqueue_in_transaction for a "
-                                    "blocking one. Nothing was written");
+    throw error(errc::invalid_argument, std::string(what) +
+                                          " requires a connection in non-blocking mode "
+                                          "(PQsetnonblocking); use enqueue_in_transaction for a "
+                                          "blocking one. Nothing was written");
   if (PQisBusy(conn) != 0)
     throw error(errc::invalid_argument,
                 std::string(what) + ": the connection still has a statement in flight");
@@ -224,8 +223,8 @@ async_publish async_publish::single(pg_conn* conn, const area& where, message m,
   require_nonblocking(conn, "async_publish::single");
   std::vector<message> one;
   one.push_back(std::move(m));
-  detail::publish_plan plan(detail::statements_for(where), std::move(one), {options},
-                            middleware, true);
+  detail::publish_plan plan(detail::statements_for(where), std::move(one), {options}, middleware,
+                            true);
   bool savepoint = plan.multi_step();
   async_publish out(std::make_unique<impl>(conn, std::move(plan), savepoint));
   if (savepoint)

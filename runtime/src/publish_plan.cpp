@@ -74,8 +74,8 @@ std::int64_t fresh_token() {
 publish_plan::publish_plan(storage::statement_set_ptr stmts, std::vector<message> batch,
                            std::vector<enqueue_options> options,
                            const std::vector<middleware_ptr>& hooks, bool revive)
-    : stmts_(std::move(stmts)), batch_(std::move(batch)), options_(std::move(options)), hooks_(hooks),
-      revive_(revive) {
+    : stmts_(std::move(stmts)), batch_(std::move(batch)), options_(std::move(options)),
+      hooks_(hooks), revive_(revive) {
   validate_enqueue_input(batch_, options_);
   auto n = batch_.size();
   publish_.assign(n, true);
@@ -235,8 +235,7 @@ std::vector<message> publish_plan::finish(bool rethrow_hooks) {
       } catch (...) {
         if (rethrow_hooks)
           throw;
-        log().error("middleware {} failed in after_enqueue message={}", (*h)->name(),
-                    batch_[i].id);
+        log().error("middleware {} failed in after_enqueue message={}", (*h)->name(), batch_[i].id);
       }
     }
   }

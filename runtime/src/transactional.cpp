@@ -9,15 +9,13 @@
 
 namespace troupe {
 
-
 namespace {
 
 // The caller's connection: statements run unprepared, so none of ours is left behind on it.
 storage::result run_step(pg_conn* conn, const detail::publish_step& step) {
   auto values = detail::param_pointers(step.values);
-  PGresult* res = PQexecParams(conn, step.statement->text.c_str(),
-                               static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                               nullptr, 0);
+  PGresult* res = PQexecParams(conn, step.statement->text.c_str(), static_cast<int>(values.size()),
+                               nullptr, values.data(), nullptr, nullptr, 0);
   storage::result owned(res); // freed on every path
   auto status = PQresultStatus(res);
   if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK)

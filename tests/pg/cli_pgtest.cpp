@@ -2,8 +2,10 @@
 #include <caf/test/unit_test.hpp>
 
 #include "scratch_area.hpp"
+#include "storage/embedded_sql.hpp"
 #include "storage/migrations.hpp"
 #include "troupe/client.hpp"
+#include "troupe/error.hpp"
 #include "troupe/task.hpp"
 
 #include <fmt/format.h>
@@ -75,6 +77,38 @@ CAF_TEST(init creates the area once and upgrade finds nothing to do) {
   CAF_CHECK_EQUAL(second.status, 0);
   CAF_CHECK(has(second.out, "already at version"));
   CAF_CHECK_EQUAL(troupe_cli(global + " upgrade").status, 0);
+}
+
+CAF_TEST(upgrade brings an area made by version 1 up to date and keeps its messages) {
+  // The area as the first release left it: migration 1 only.
+  area where{schema};
+  auto stmts = storage::make_statement_set(where);
+  auto conn = storage::connection::open(dsn, "test");
+  const auto& first = storage::embedded::migrations().front();
+  CAF_REQUIRE_EQUAL(first.number, 1);
+  conn.exec("CREATE SCHEMA " + schema);
+  conn.run(stmts->get("create_versions_table"), {});
+  conn.exec(storage::render_sql(first.text, where));
+  conn.run(stmts->get("record_version"), {"1", std::string(first.name)});
+  client producer{client_options{dsn, where}};
+  auto kept = producer.enqueue(job(1));
+  // Deduplication needs migration 2: refused with the database's error until the upgrade.
+  try {
+    producer.enqueue(job(2), enqueue_options::deduplicated("k", std::chrono::seconds(60)));
+    CAF_FAIL("a deduplicated publish worked on an area without the deduplication table");
+  } catch (const error&) {
+  }
+  auto up = troupe_cli(global + " upgrade --json");
+  CAF_CHECK_EQUAL(up.status, 0);
+  CAF_CHECK(has(up.out, "\"applied\":[2"));
+  CAF_CHECK_EQUAL(storage::current_version(conn, *stmts), storage::latest_migration());
+  auto m = producer.enqueue(job(3), enqueue_options::deduplicated("k", std::chrono::seconds(60)));
+  CAF_CHECK_EQUAL(
+    producer.enqueue(job(4), enqueue_options::deduplicated("k", std::chrono::seconds(60))).id,
+    m.id);
+  auto res = conn.exec(
+    fmt::format("SELECT count(*) FROM {}.queue WHERE message_id = '{}'", schema, kept.id));
+  CAF_CHECK_EQUAL(res.int64(0, 0), 1);
 }
 
 CAF_TEST(stats counts messages per queue and state) {
