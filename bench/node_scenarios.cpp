@@ -70,6 +70,18 @@ void node_settings_into(scenario_result& r, const bench_context& ctx) {
   r.set("completion_flush_ms", std::int64_t{defaults::completion_flush_interval.count()});
 }
 
+/// CPU used over a timed window: by this process (producer and node) and by the rest of the
+/// machine (PostgreSQL, and any other load), per 1,000 messages.
+void cpu_into(scenario_result& r, const cpu_sample& a, const cpu_sample& b, std::int64_t n) {
+  auto per_k = [n](double s) { return s * 1000.0 / static_cast<double>(n); };
+  r.set("cpu_process_s", b.process_s - a.process_s);
+  r.set("cpu_rest_of_machine_s",
+        (b.machine_busy_s - a.machine_busy_s) - (b.process_s - a.process_s));
+  r.set("cpu_process_ms_per_1000", per_k(b.process_s - a.process_s) * 1000.0);
+  r.set("cpu_rest_ms_per_1000",
+        per_k((b.machine_busy_s - a.machine_busy_s) - (b.process_s - a.process_s)) * 1000.0);
+}
+
 std::int64_t count_done(storage::connection& conn, const area& where) {
   return conn.exec("SELECT count(*) FROM " + queue_table(where) + " WHERE state = 'done'")
     .int64(0, 0);
@@ -90,12 +102,15 @@ scenario_result run_burn_down(bench_context& ctx) {
   reset_peak_rss();
   task_probe probe;
   auto t_start = clock_type::now();
+  auto cpu_start = sample_cpu();
+  cpu_sample cpu_end;
   clock_type::time_point t_done;
   ctx.with_node(where, probe, [&] {
     progress bar("burn-down", n);
     wait_executed(probe, n, bar);
     ctx.wait_all_done(conn, where);
     t_done = clock_type::now();
+    cpu_end = sample_cpu();
   });
   auto first = clock_type::time_point(std::chrono::nanoseconds(probe.first_start_ns.load()));
   auto done = count_done(conn, where);
@@ -111,6 +126,7 @@ scenario_result run_burn_down(bench_context& ctx) {
   r.set("startup_ms", ms_between(t_start, first));
   r.set("seconds_incl_startup", ms_between(t_start, t_done) / 1000.0);
   r.set("finished_rows_retained", true);
+  cpu_into(r, cpu_start, cpu_end, n);
   node_settings_into(r, ctx);
   return r;
 }
@@ -125,6 +141,7 @@ scenario_result run_mixed(bench_context& ctx) {
   reset_peak_rss();
   task_probe probe;
   clock_type::time_point t0, t_published, t_done;
+  cpu_sample cpu_start, cpu_end;
   ctx.with_node(where, probe, [&] {
     client producer({ctx.options().dsn, where, "troupe-bench-producer"});
     std::vector<std::vector<message>> batches;
@@ -137,6 +154,7 @@ scenario_result run_mixed(bench_context& ctx) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300)); // the node settles, idle
     progress bar("mixed", n);
     t0 = clock_type::now();
+    cpu_start = sample_cpu();
     for (auto& b : batches) {
       producer.enqueue_batch(std::move(b));
       bar.update(probe.executed.load());
@@ -145,6 +163,7 @@ scenario_result run_mixed(bench_context& ctx) {
     wait_executed(probe, n, bar);
     ctx.wait_all_done(conn, where);
     t_done = clock_type::now();
+    cpu_end = sample_cpu();
   });
   auto done = count_done(conn, where);
   if (done != n)
@@ -157,6 +176,7 @@ scenario_result run_mixed(bench_context& ctx) {
   r.set("timed", "first publish to the last message recorded done in the database");
   r.set("batch_size", batch_size);
   r.set("producer_per_second", static_cast<double>(n) * 1000.0 / ms_between(t0, t_published));
+  cpu_into(r, cpu_start, cpu_end, n);
   node_settings_into(r, ctx);
   return r;
 }

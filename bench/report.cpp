@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace troupe::bench {
@@ -156,6 +157,21 @@ std::optional<rss_reading> read_rss(int pid) {
 void reset_peak_rss() {
   std::ofstream out("/proc/self/clear_refs");
   out << "5";
+}
+
+cpu_sample sample_cpu() {
+  cpu_sample c;
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) == 0)
+    c.process_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                  static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  auto hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  c.machine_busy_s = (user + nice + system + irq + softirq + steal) / hz;
+  return c;
 }
 
 progress::progress(std::string label, std::int64_t total)

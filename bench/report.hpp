@@ -62,6 +62,14 @@ std::optional<rss_reading> read_rss(int pid = 0);
 /// Resets this process's peak RSS (VmHWM) to its current RSS, so a scenario's peak is its own.
 void reset_peak_rss();
 
+/// CPU time so far: this process's (user + system) and the whole machine's busy time, in
+/// seconds. The difference over a window is what PostgreSQL (and anything else) used.
+struct cpu_sample {
+  double process_s = 0;
+  double machine_busy_s = 0;
+};
+cpu_sample sample_cpu();
+
 /// Progress of a long step on stderr: a bar redrawn in place on a terminal, plain lines (at most
 /// one every 2 s, and the last) otherwise. Owned and used by one thread.
 class progress {
