@@ -17,6 +17,12 @@ using namespace std::chrono;
 struct slot {
   executor_actor executor;
   std::optional<storage::claimed_message> running;
+  // When the running attempt is abandoned: its time limit plus the grace.
+  steady_clock::time_point deadline;
+  // When this slot's pending limit timer fires, if one is pending. One timer per slot, not one
+  // per attempt: a delayed message cannot be cancelled in CAF 0.17, and one per attempt kept
+  // every finished attempt's timer (10 minutes by default) in memory.
+  std::optional<steady_clock::time_point> timer_due;
 };
 
 struct consumer_state {
@@ -203,6 +209,18 @@ void recover_after_failed_claim(consumer_ptr self) {
       });
 }
 
+// Makes sure a limit timer fires for slot `index` no later than its attempt's deadline. A timer
+// already due earlier is kept: when it fires, the handler arms the next one.
+void arm_limit_timer(consumer_ptr self, std::size_t index) {
+  auto& s = self->state.slots[index];
+  if (s.timer_due && *s.timer_due <= s.deadline)
+    return;
+  s.timer_due = s.deadline;
+  auto after = duration_cast<milliseconds>(s.deadline - steady_clock::now()) + milliseconds{1};
+  self->delayed_send(self, std::max(after, milliseconds{0}), limit_atom_v,
+                     static_cast<std::int32_t>(index), s.running->id, s.running->attempt);
+}
+
 void dispatch(consumer_ptr self) {
   auto& st = self->state;
   for (std::size_t i = 0; i < st.slots.size() && !st.ready.empty(); ++i) {
@@ -215,8 +233,8 @@ void dispatch(consumer_ptr self) {
     self->send(s.executor, run_atom_v, *s.running);
     // Past its time limit and the grace, the attempt is abandoned (see the limit handler).
     auto limit = time_limit_of(*st.settings.registry, *s.running) + st.settings.time_limit_grace;
-    self->delayed_send(self, limit, limit_atom_v, static_cast<std::int32_t>(i), s.running->id,
-                       s.running->attempt);
+    s.deadline = steady_clock::now() + limit;
+    arm_limit_timer(self, i);
   }
 }
 
@@ -376,11 +394,21 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       maybe_claim(self);
       self->delayed_send(self, s.jittered(s.settings.queue.poll_interval), poll_atom_v);
     },
-    [=](limit_atom, std::int32_t index, const std::string& id, std::int32_t attempt) {
+    [=](limit_atom, std::int32_t index, const std::string&, std::int32_t) {
+      // The slot's timer fired; the attempt running now may be a later one than the timer was
+      // armed for, so its own deadline decides.
       auto& s = self->state;
-      auto& sl = s.slots.at(static_cast<std::size_t>(index));
-      if (sl.running && sl.running->id == id && sl.running->attempt == attempt)
-        abandon_attempt(self, static_cast<std::size_t>(index));
+      auto i = static_cast<std::size_t>(index);
+      auto& sl = s.slots.at(i);
+      auto now = steady_clock::now();
+      if (sl.timer_due && *sl.timer_due <= now)
+        sl.timer_due.reset();
+      if (!sl.running)
+        return;
+      if (sl.deadline <= now)
+        abandon_attempt(self, i);
+      else
+        arm_limit_timer(self, i);
     },
     [=](eta_atom) {
       auto& s = self->state;

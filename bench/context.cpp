@@ -1,0 +1,139 @@
+// The shared parts of every scenario: fresh areas, the no-op task, a node run in process.
+#include "scenarios.hpp"
+
+#include "storage/migrations.hpp"
+#include "storage/statements.hpp"
+
+#include <troupe/error.hpp>
+#include <troupe/log.hpp>
+#include <troupe/worker_node.hpp>
+
+#include <fmt/format.h>
+
+#include <thread>
+
+namespace troupe::bench {
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+           std::chrono::steady_clock::now().time_since_epoch())
+    .count();
+}
+
+std::string queue_table(const area& where) {
+  return quote_identifier(where.schema) + "." + quote_identifier(where.prefix + "queue");
+}
+
+bench_context::bench_context(bench_options options, std::string exe_path)
+    : opts_(std::move(options)), exe_(std::move(exe_path)) {}
+
+std::int64_t bench_context::tasks_or(std::int64_t full, std::int64_t quick) const {
+  if (opts_.tasks)
+    return *opts_.tasks;
+  return opts_.quick ? quick : full;
+}
+
+storage::connection bench_context::connect(std::string_view application_name) const {
+  return storage::connection::open(opts_.dsn, application_name);
+}
+
+area bench_context::fresh_area(const std::string& scenario) {
+  std::string schema = "troupe_bench_" + scenario;
+  for (auto& c : schema)
+    if (c == '-')
+      c = '_';
+  area where{schema, ""};
+  validate_area(where);
+  auto conn = connect("troupe-bench");
+  conn.exec("SET client_min_messages = warning");
+  conn.exec("DROP SCHEMA IF EXISTS " + quote_identifier(schema) + " CASCADE");
+  auto stmts = storage::make_statement_set(where);
+  storage::migrate(conn, *stmts);
+  return where;
+}
+
+node_options bench_context::node_settings(const area& where) const {
+  node_options node;
+  node.dsn = opts_.dsn;
+  node.area = where;
+  node.name = "bench-node";
+  node.storage_connections = opts_.storage_connections;
+  queue_options q;
+  q.name = noop.queue();
+  q.concurrency = opts_.concurrency;
+  q.prefetch = opts_.prefetch;
+  node.queues.push_back(q);
+  return node;
+}
+
+task_registry bench_context::noop_tasks(task_probe& probe) {
+  task_registry tasks;
+  tasks.define(noop, [&probe](std::int64_t seq) {
+    auto now = steady_ns();
+    if (probe.start_ns && seq >= 0 && static_cast<std::size_t>(seq) < probe.start_ns->size())
+      (*probe.start_ns)[static_cast<std::size_t>(seq)] = now;
+    std::int64_t zero = 0;
+    probe.first_start_ns.compare_exchange_strong(zero, now);
+    probe.executed.fetch_add(1, std::memory_order_relaxed);
+  });
+  return tasks;
+}
+
+std::int64_t bench_context::with_node(const area& where, task_probe& probe,
+                                      const std::function<void()>& body) {
+  worker_node node(node_settings(where), noop_tasks(probe));
+  run_summary summary;
+  std::thread runner([&] { summary = node.run(); });
+  std::exception_ptr failure;
+  try {
+    // Wait for the node's registration: it claims nothing before it.
+    auto conn = connect("troupe-bench-watch");
+    auto nodes = quote_identifier(where.schema) + "." + quote_identifier(where.prefix + "nodes");
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (conn.exec("SELECT count(*) FROM " + nodes).int64(0, 0) == 0) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw error(errc::timeout, "the worker node did not register within 30 s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    body();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  node.request_stop();
+  runner.join();
+  if (failure)
+    std::rethrow_exception(failure);
+  if (summary.exit_code != 0)
+    throw error(errc::bug, "the worker node failed (see its log)");
+  return summary.executed;
+}
+
+void bench_context::wait_all_done(storage::connection& conn, const area& where, int step_ms) {
+  auto table = queue_table(where);
+  auto sql = fmt::format("SELECT EXISTS (SELECT 1 FROM {0} WHERE state = 'queued') OR "
+                         "EXISTS (SELECT 1 FROM {0} WHERE state = 'running')",
+                         table);
+  auto last_change = std::chrono::steady_clock::now();
+  for (;;) {
+    if (conn.exec(sql).text(0, 0) == "f")
+      return;
+    if (std::chrono::steady_clock::now() - last_change > std::chrono::minutes(5))
+      throw error(errc::timeout, "messages still queued or running after 5 minutes");
+    std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
+  }
+}
+
+int run_node_command(const std::string& dsn, const std::string& schema, std::int32_t concurrency,
+                     std::int32_t prefetch) {
+  bench_options o;
+  o.dsn = dsn;
+  o.concurrency = concurrency;
+  o.prefetch = prefetch;
+  bench_context ctx(o, "");
+  task_probe probe;
+  configure_logging("warn", "text");
+  worker_node node(ctx.node_settings(area{schema, ""}), bench_context::noop_tasks(probe));
+  return node.run().exit_code;
+}
+
+} // namespace troupe::bench

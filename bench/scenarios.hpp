@@ -1,0 +1,105 @@
+// The benchmark's scenarios and what they share: the options, a fresh area per scenario, the
+// no-op task, and a worker node run in this process. Each scenario returns one result.
+#pragma once
+
+#include "report.hpp"
+
+#include "storage/connection.hpp"
+
+#include <troupe/area.hpp>
+#include <troupe/node_options.hpp>
+#include <troupe/task.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe::bench {
+
+/// The task every scenario runs: does nothing with its argument (a sequence number).
+inline const task_ref<void(std::int64_t)> noop{"bench.noop", "bench"};
+
+/// Settings of one benchmark run (command-line flags).
+struct bench_options {
+  std::string dsn;
+  bool json = false;
+  bool quick = false;
+  bool explain = false;
+  /// Overrides each scenario's own task count.
+  std::optional<std::int64_t> tasks;
+  std::int32_t concurrency = 8;
+  std::int32_t prefetch = 1000;
+  std::int32_t storage_connections = 2;
+  /// sustained: messages per second (default: half the burn-down rate of this run, else 10,000).
+  std::optional<double> rate;
+  /// sustained: seconds of publishing.
+  std::optional<double> duration;
+};
+
+/// What the no-op task records while a node runs it (shared by the task and the scenario).
+struct task_probe {
+  std::atomic<std::int64_t> executed{0};
+  /// Steady-clock nanoseconds of the first start, 0 before.
+  std::atomic<std::int64_t> first_start_ns{0};
+  /// When set, the task stores its steady-clock start (ns) at index = its argument.
+  std::vector<std::int64_t>* start_ns = nullptr;
+};
+
+/// Steady-clock nanoseconds now.
+std::int64_t steady_ns();
+
+/// The shared state of one run.
+class bench_context {
+public:
+  bench_context(bench_options options, std::string exe_path);
+
+  const bench_options& options() const noexcept { return opts_; }
+  /// The task count of a scenario: --tasks, else the quick or full default.
+  std::int64_t tasks_or(std::int64_t full, std::int64_t quick) const;
+
+  /// A fresh area for `scenario` (its schema dropped and migrated again).
+  area fresh_area(const std::string& scenario);
+  /// A new connection to the benchmark's database.
+  storage::connection connect(std::string_view application_name) const;
+
+  /// The options of a node on queue "bench" of `where`, with this run's settings.
+  node_options node_settings(const area& where) const;
+  /// A task registry holding the no-op task, reporting to `probe`.
+  static task_registry noop_tasks(task_probe& probe);
+
+  /// Runs a node in this process on `where`: `body` runs once the node is registered, and the
+  /// node stops when it returns. Returns the messages the node executed.
+  std::int64_t with_node(const area& where, task_probe& probe, const std::function<void()>& body);
+
+  /// Waits until `where` holds no queued or running message (polled every `step_ms`).
+  void wait_all_done(storage::connection& conn, const area& where, int step_ms = 5);
+
+  /// The burn-down rate of this run, once measured (sustained defaults to half of it).
+  std::optional<double> burn_down_rate;
+  const std::string& exe_path() const noexcept { return exe_; }
+
+private:
+  bench_options opts_;
+  std::string exe_;
+};
+
+/// Quoted table name of area `where` (its queue table), for the benchmark's own SQL.
+std::string queue_table(const area& where);
+
+scenario_result run_enqueue_single(bench_context& ctx);
+scenario_result run_enqueue_batch(bench_context& ctx);
+scenario_result run_enqueue_tx(bench_context& ctx);
+scenario_result run_burn_down(bench_context& ctx);
+scenario_result run_mixed(bench_context& ctx);
+scenario_result run_sustained(bench_context& ctx);
+scenario_result run_memory(bench_context& ctx);
+scenario_result run_claim_vs_history(bench_context& ctx);
+
+/// The `node` subcommand: a worker node with the no-op task until SIGTERM (for `memory`).
+int run_node_command(const std::string& dsn, const std::string& schema, std::int32_t concurrency,
+                     std::int32_t prefetch);
+
+} // namespace troupe::bench
