@@ -3,7 +3,9 @@
 #include "actors/execute.hpp"
 #include "troupe/log.hpp"
 
+#include <algorithm>
 #include <deque>
+#include <memory>
 
 namespace troupe::actors {
 
@@ -17,8 +19,26 @@ using namespace std::chrono;
 struct numbered_outcome {
   std::int64_t seq = 0;
   storage::outcome outcome;
-  bool replaced = false; // already turned into a failure record once (see isolate)
+  bool replaced = false;      // already turned into a failure record once (see isolate)
+  caf::strong_actor_ptr from; // told once the outcome is settled (a consumer's backpressure)
 };
+
+// Tells each sender of `settled` how many of its outcomes are settled: one message per sender.
+void tell_senders(const std::vector<caf::strong_actor_ptr>& settled) {
+  std::vector<std::pair<caf::strong_actor_ptr, std::int64_t>> counts;
+  for (const auto& from : settled) {
+    if (!from)
+      continue;
+    auto i =
+      std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == from; });
+    if (i == counts.end())
+      counts.emplace_back(from, 1);
+    else
+      ++i->second;
+  }
+  for (auto& [to, n] : counts)
+    caf::anon_send(caf::actor_cast<caf::actor>(to), flush_atom_v, n);
+}
 
 struct flush_waiter {
   std::int64_t up_to = 0;
@@ -75,6 +95,7 @@ void replace_refused(batcher_ptr self, numbered_outcome& n, const caf::error& er
                 "it up node={} statement=complete_batch",
                 n.outcome.id, describe(err), st.settings.node_id);
     ++st.settled;
+    tell_senders({n.from});
     return;
   }
   log().error("outcome of message {} was refused by the database ({}); storing a failure "
@@ -107,9 +128,15 @@ void flush(batcher_ptr self) {
     batch.push_back(t.outcome);
   st.flushing = true;
   auto sent = static_cast<std::int64_t>(n);
+  // The senders, to tell them once this batch is settled (shared: the error path keeps `taken`).
+  auto senders = std::make_shared<std::vector<caf::strong_actor_ptr>>();
+  senders->reserve(n);
+  for (const auto& t : taken)
+    senders->push_back(t.from);
   self->request(st.settings.storage, seconds(30), complete_atom_v, st.settings.node_id, batch)
     .then(
       [=](std::int64_t written) {
+        tell_senders(*senders);
         auto& s = self->state;
         s.flushing = false;
         s.backoff = milliseconds{0};
@@ -166,7 +193,8 @@ batcher_actor::behavior_type batcher_impl(batcher_ptr self, batcher_settings set
   return {
     [=](complete_atom, storage::outcome& o) {
       auto& st = self->state;
-      st.held.push_back(numbered_outcome{++st.received, std::move(o), false});
+      st.held.push_back(
+        numbered_outcome{++st.received, std::move(o), false, self->current_sender()});
       if (st.held.size() >= static_cast<std::size_t>(st.settings.batch_size))
         flush(self);
       else

@@ -51,7 +51,10 @@ struct consumer_state {
 
   std::int32_t capacity() const { return settings.queue.concurrency + settings.queue.prefetch; }
   std::int32_t held() const { return running + static_cast<std::int32_t>(ready.size()) + claiming; }
-  std::int32_t free_slots() const { return capacity() - held(); }
+  // Outcomes handed to the completion batcher and not yet written: they hold their slots, so a
+  // node never finishes tasks faster than it can record them (memory stays bounded).
+  std::int32_t unsettled = 0;
+  std::int32_t free_slots() const { return capacity() - held() - unsettled; }
 
   milliseconds jittered(milliseconds base) {
     auto spread = base.count() / 10;
@@ -253,6 +256,7 @@ void settle(consumer_ptr self, slot& s, storage::outcome out) {
   ++st.executed;
   if (st.recovering)
     st.completed_during_recovery.push_back(out.id);
+  ++st.unsettled;
   self->send(st.settings.batcher, complete_atom_v, std::move(out));
 }
 
@@ -357,6 +361,11 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
   self->delayed_send(self, st.jittered(st.settings.queue.poll_interval), poll_atom_v);
   return {
     [=](wake_atom) { maybe_claim(self); },
+    [=](flush_atom, std::int64_t settled) {
+      auto& st = self->state;
+      st.unsettled = std::max<std::int32_t>(0, st.unsettled - static_cast<std::int32_t>(settled));
+      maybe_claim(self);
+    },
     [=](executed_atom, std::int32_t index, storage::outcome& out) {
       auto& s = self->state;
       auto& sl = s.slots.at(static_cast<std::size_t>(index));

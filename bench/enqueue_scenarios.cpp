@@ -72,14 +72,14 @@ scenario_result run_enqueue_batch(bench_context& ctx) {
   for (auto& b : batches) {
     auto t0 = clock_type::now();
     sent += static_cast<std::int64_t>(b.size());
-    producer.enqueue_batch(std::move(b));
+    producer.enqueue_many(std::move(b));
     latencies.push_back(ms_between(t0, clock_type::now()));
     bar.update(sent);
   }
   bar.finish();
   fill(r, n, start, latencies);
   r.set("batch_size", batch_size);
-  r.set("method", "client::enqueue_batch, one statement and one transaction per batch");
+  r.set("method", "client::enqueue_many, one statement and one transaction per batch");
   r.set("latency", "per batch");
   return r;
 }

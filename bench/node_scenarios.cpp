@@ -26,7 +26,7 @@ void fill_backlog(client& producer, std::int64_t n, std::int64_t batch_size, con
   for (std::int64_t i = 0; i < n; ++i) {
     batch.push_back(noop(i));
     if (static_cast<std::int64_t>(batch.size()) == batch_size || i + 1 == n) {
-      producer.enqueue_batch(std::move(batch));
+      producer.enqueue_many(std::move(batch));
       batch.clear();
       bar.update(i + 1);
     }
@@ -156,7 +156,7 @@ scenario_result run_mixed(bench_context& ctx) {
     t0 = clock_type::now();
     cpu_start = sample_cpu();
     for (auto& b : batches) {
-      producer.enqueue_batch(std::move(b));
+      producer.enqueue_many(std::move(b));
       bar.update(probe.executed.load());
     }
     t_published = clock_type::now();
@@ -224,7 +224,7 @@ scenario_result run_sustained(bench_context& ctx) {
         auto now = steady_ns();
         for (auto i = seq; i < end; ++i)
           enqueue_ns[static_cast<std::size_t>(i)] = now;
-        producer.enqueue_batch(std::move(batch));
+        producer.enqueue_many(std::move(batch));
         seq = end;
       }
       bar.update(probe.executed.load());

@@ -43,6 +43,7 @@ UPDATE {{t:queue}}
           ORDER BY priority, eta, message_id
           LIMIT $3
             FOR UPDATE SKIP LOCKED))
+   AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
 RETURNING message_id::text, task_name, args::text, options::text, attempts, priority,
           (extract(epoch FROM enqueued_at) * 1000)::bigint
 

@@ -182,6 +182,8 @@ using consumer_actor = caf::typed_actor<
   caf::reacts_to<wake_atom>,
   // an executor finished an attempt
   caf::reacts_to<executed_atom, std::int32_t, storage::outcome>,
+  // the completion batcher settled (wrote, or found refused) this many of its outcomes
+  caf::reacts_to<flush_atom, std::int64_t>,
   // stop claiming, hand back prefetched messages, reply once nothing runs
   caf::replies_to<stop_atom>::with<consumer_report>,
   caf::replies_to<status_atom>::with<consumer_report>,
@@ -190,7 +192,8 @@ using consumer_actor = caf::typed_actor<
   caf::reacts_to<poll_atom>, caf::reacts_to<eta_atom>,
   caf::reacts_to<limit_atom, std::int32_t, std::string, std::int32_t>>;
 
-/// Collects outcomes and writes them in one statement per flush.
+/// Collects outcomes and writes them in one statement per flush. Tells each sender how many of
+/// its outcomes were settled, with `(flush_atom, count)`, after every write.
 using batcher_actor =
   caf::typed_actor<caf::reacts_to<complete_atom, storage::outcome>,
                    // write now; replies once every outcome received before it is settled
