@@ -7,6 +7,11 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+
 namespace troupe::bench {
 
 namespace {
@@ -51,35 +56,71 @@ scenario_result run_enqueue_single(bench_context& ctx) {
 }
 
 scenario_result run_enqueue_batch(bench_context& ctx) {
+  // Like the raw-SQL limit (best client count), publishing is measured with 1, 2 and 4
+  // producers (threads with a client each, batches of 1,000 from one shared list) and the best
+  // is reported; every count's figure is in the settings.
   scenario_result r{"enqueue-batch"};
-  auto where = ctx.fresh_area(r.scenario);
   auto n = ctx.tasks_or(200'000, 50'000);
   constexpr std::int64_t batch_size = 1000;
-  client producer({ctx.options().dsn, where, "troupe-bench-producer"});
-  producer.enqueue(noop(-1));
-  // Build the messages first: the figure is the publishing, not the argument encoding.
-  std::vector<std::vector<message>> batches;
-  for (std::int64_t i = 0; i < n; i += batch_size) {
-    std::vector<message> b;
-    for (std::int64_t j = i; j < std::min(n, i + batch_size); ++j)
-      b.push_back(noop(j));
-    batches.push_back(std::move(b));
+  std::vector<int> counts{1, 2, 4};
+  double best = 0;
+  int best_producers = 0;
+  for (int producers : counts) {
+    auto where = ctx.fresh_area(r.scenario);
+    std::vector<std::unique_ptr<client>> clients;
+    for (int p = 0; p < producers; ++p) {
+      clients.push_back(std::make_unique<client>(
+        client_options{ctx.options().dsn, where, "troupe-bench-producer"}));
+      clients.back()->enqueue(noop(-1)); // opens the connection and prepares the statement
+    }
+    // Build the messages first: the figure is the publishing, not the argument encoding.
+    std::vector<std::vector<message>> batches;
+    for (std::int64_t i = 0; i < n; i += batch_size) {
+      std::vector<message> b;
+      for (std::int64_t j = i; j < std::min(n, i + batch_size); ++j)
+        b.push_back(noop(j));
+      batches.push_back(std::move(b));
+    }
+    std::vector<std::vector<double>> latencies(static_cast<std::size_t>(producers));
+    std::atomic<std::size_t> next{0};
+    std::atomic<std::int64_t> sent{0};
+    progress bar(fmt::format("enqueue-batch x{}", producers), n);
+    auto start = clock_type::now();
+    std::mutex bar_mutex; // the progress display is not thread-safe
+    std::vector<std::thread> threads;
+    for (int p = 0; p < producers; ++p)
+      threads.emplace_back([&, p] {
+        for (auto k = next++; k < batches.size(); k = next++) {
+          auto t0 = clock_type::now();
+          auto size = static_cast<std::int64_t>(batches[k].size());
+          clients[static_cast<std::size_t>(p)]->enqueue_many(std::move(batches[k]));
+          latencies[static_cast<std::size_t>(p)].push_back(ms_between(t0, clock_type::now()));
+          auto total = sent += size;
+          std::lock_guard lock{bar_mutex};
+          bar.update(total);
+        }
+      });
+    for (auto& t : threads)
+      t.join();
+    bar.finish();
+    std::vector<double> all;
+    for (auto& l : latencies)
+      all.insert(all.end(), l.begin(), l.end());
+    scenario_result one{r.scenario};
+    fill(one, n, start, all);
+    r.set(fmt::format("per_second_{}_producers", producers), *one.per_second);
+    if (*one.per_second > best) {
+      best = *one.per_second;
+      auto settings = std::move(r.settings);
+      r = std::move(one);
+      r.settings = std::move(settings);
+      best_producers = producers;
+    }
   }
-  std::vector<double> latencies;
-  progress bar("enqueue-batch", n);
-  std::int64_t sent = 0;
-  auto start = clock_type::now();
-  for (auto& b : batches) {
-    auto t0 = clock_type::now();
-    sent += static_cast<std::int64_t>(b.size());
-    producer.enqueue_many(std::move(b));
-    latencies.push_back(ms_between(t0, clock_type::now()));
-    bar.update(sent);
-  }
-  bar.finish();
-  fill(r, n, start, latencies);
+  r.set("producers", best_producers);
   r.set("batch_size", batch_size);
-  r.set("method", "client::enqueue_many, one statement and one transaction per batch");
+  r.set("method", "client::enqueue_many, one statement and one transaction per batch; best of "
+                  "1, 2 and 4 producer threads, one client (connection) each");
   r.set("latency", "per batch");
   return r;
 }

@@ -258,8 +258,21 @@ std::vector<message> publish_plan::finish(bool rethrow_hooks) {
 
 void run_on_own_connection(storage::connection& conn, publish_plan& plan) {
   if (!plan.multi_step()) {
-    while (auto step = plan.next())
+    while (auto step = plan.next()) {
+      // New ids are the rule: a plain insert first, the upsert only when an id exists.
+      if (step->statement->name == "enqueue_messages") {
+        auto plain = step->values;
+        plain.pop_back(); // insert_messages has no revive flag
+        try {
+          plan.accept(conn.run(plan.statements().get("insert_messages"), plain));
+          continue;
+        } catch (const error& e) {
+          if (e.sqlstate() != "23505")
+            throw;
+        }
+      }
       plan.accept(conn.run(*step->statement, step->values));
+    }
     return;
   }
   conn.exec("BEGIN", "publish");

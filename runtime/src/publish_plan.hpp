@@ -34,6 +34,8 @@ public:
   /// Whether the plan takes more than one statement, so that it needs a transaction (or a
   /// savepoint on a caller's transaction) to be all or nothing.
   bool multi_step() const noexcept { return deduplicating_; }
+  /// The area's statements.
+  const storage::statement_set& statements() const noexcept { return *stmts_; }
   /// Whether there is nothing to run at all (an empty batch).
   bool empty() const noexcept { return batch_.empty(); }
 

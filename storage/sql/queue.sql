@@ -29,6 +29,25 @@ SELECT (SELECT count(*) FROM ins),
        (SELECT count(*) FROM (SELECT pg_notify($9, d.queue_name)
                                 FROM (SELECT DISTINCT queue_name FROM ins) d) n)
 
+-- name: insert_messages
+-- enqueue_messages for the common case of new ids only, without the cost of ON CONFLICT: a
+-- plain multi-row insert (same parameters, without $10). Publishers on their own connection
+-- run it in autocommit first, and fall back to enqueue_messages when it fails with a unique
+-- violation (an id sent again).
+WITH ins AS (
+  INSERT INTO {{t:queue}}
+         (message_id, queue_name, task_name, args, options, priority, eta, enqueued_at)
+  SELECT m.id, m.queue, m.task, m.args, m.options, m.priority,
+         now() + m.delay_ms * interval '1 millisecond',
+         to_timestamp(m.ts_ms / 1000.0)
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::integer[],
+                $7::bigint[], $8::bigint[])
+         AS m(id, queue, task, args, options, priority, delay_ms, ts_ms)
+  RETURNING queue_name)
+SELECT (SELECT count(*) FROM ins),
+       (SELECT count(*) FROM (SELECT pg_notify($9, d.queue_name)
+                                FROM (SELECT DISTINCT queue_name FROM ins) d) n)
+
 -- name: claim_batch
 -- Claims up to $3 ready messages of queue $1 for node $2, as many as the consumer has free slots,
 -- in one statement. The inner SELECT walks the partial fetch index in claim order (priority,
