@@ -51,10 +51,14 @@ struct consumer_state {
 
   std::int32_t capacity() const { return settings.queue.concurrency + settings.queue.prefetch; }
   std::int32_t held() const { return running + static_cast<std::int32_t>(ready.size()) + claiming; }
-  // Outcomes handed to the completion batcher and not yet written: they hold their slots, so a
-  // node never finishes tasks faster than it can record them (memory stays bounded).
+  // Outcomes handed to the completion batcher and not yet written. Up to one capacity of them
+  // is the normal pipeline (a write in flight while the executors go on); beyond that they
+  // take slots, so a node never finishes tasks much faster than it can record them and its
+  // memory stays bounded.
   std::int32_t unsettled = 0;
-  std::int32_t free_slots() const { return capacity() - held() - unsettled; }
+  std::int32_t free_slots() const {
+    return capacity() - held() - std::max(0, unsettled - capacity());
+  }
 
   milliseconds jittered(milliseconds base) {
     auto spread = base.count() / 10;
