@@ -131,7 +131,7 @@ CAF_TEST(delayed messages start after their delay and in priority order) {
   auto late = producer.enqueue(add(1, 1).with_delay(1200ms));
   // One batch, so both become due at the same instant and only their priorities differ.
   auto pair = producer.enqueue_many({add(3, 3).with_priority(10).with_delay(300ms),
-                                      add(2, 2).with_priority(-10).with_delay(300ms)});
+                                     add(2, 2).with_priority(-10).with_delay(300ms)});
   auto& low = pair[0];
   auto& high = pair[1];
   CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 3; }, 20s));
