@@ -10,9 +10,21 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace troupe::bench {
+
+std::vector<std::vector<message>> noop_batches(std::int64_t n, std::int64_t batch_size) {
+  std::vector<std::vector<message>> batches;
+  for (std::int64_t i = 0; i < n; i += batch_size) {
+    std::vector<message> b;
+    for (std::int64_t j = i; j < std::min(n, i + batch_size); ++j)
+      b.push_back(noop(j));
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
 
 std::int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

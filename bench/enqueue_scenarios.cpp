@@ -73,14 +73,7 @@ scenario_result run_enqueue_batch(bench_context& ctx) {
         client_options{ctx.options().dsn, where, "troupe-bench-producer"}));
       clients.back()->enqueue(noop(-1)); // opens the connection and prepares the statement
     }
-    // Build the messages first: the figure is the publishing, not the argument encoding.
-    std::vector<std::vector<message>> batches;
-    for (std::int64_t i = 0; i < n; i += batch_size) {
-      std::vector<message> b;
-      for (std::int64_t j = i; j < std::min(n, i + batch_size); ++j)
-        b.push_back(noop(j));
-      batches.push_back(std::move(b));
-    }
+    auto batches = noop_batches(n, batch_size);
     std::vector<std::vector<double>> latencies(static_cast<std::size_t>(producers));
     std::atomic<std::size_t> next{0};
     std::atomic<std::int64_t> sent{0};

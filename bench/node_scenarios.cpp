@@ -144,13 +144,7 @@ scenario_result run_mixed(bench_context& ctx) {
   cpu_sample cpu_start, cpu_end;
   ctx.with_node(where, probe, [&] {
     client producer({ctx.options().dsn, where, "troupe-bench-producer"});
-    std::vector<std::vector<message>> batches;
-    for (std::int64_t i = 0; i < n; i += batch_size) {
-      std::vector<message> b;
-      for (std::int64_t j = i; j < std::min(n, i + batch_size); ++j)
-        b.push_back(noop(j));
-      batches.push_back(std::move(b));
-    }
+    auto batches = noop_batches(n, batch_size);
     std::this_thread::sleep_for(std::chrono::milliseconds(300)); // the node settles, idle
     progress bar("mixed", n);
     t0 = clock_type::now();

@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include <troupe/json.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -50,7 +52,7 @@ void scenario_result::set(std::string key, bool value) {
 }
 
 void scenario_result::set(std::string key, std::string_view value) {
-  settings.emplace_back(std::move(key), json_string(value));
+  settings.emplace_back(std::move(key), json_quote(value));
 }
 
 std::string scenario_result::setting(std::string_view key) const {
@@ -60,41 +62,15 @@ std::string scenario_result::setting(std::string_view key) const {
   return {};
 }
 
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    default:
-      if (c < 0x20)
-        out += fmt::format("\\u{:04x}", c);
-      else
-        out.push_back(static_cast<char>(c));
-    }
-  }
-  return out + "\"";
-}
-
 std::string to_json_line(const scenario_result& r) {
   std::string settings = "{";
   for (std::size_t i = 0; i < r.settings.size(); ++i)
-    settings += fmt::format("{}{}: {}", i ? ", " : "", json_string(r.settings[i].first),
-                            r.settings[i].second);
+    settings +=
+      fmt::format("{}{}: {}", i ? ", " : "", json_quote(r.settings[i].first), r.settings[i].second);
   settings += "}";
   return fmt::format("{{\"scenario\": {}, \"tasks\": {}, \"seconds\": {}, \"per_second\": {}, "
                      "\"p50_ms\": {}, \"p99_ms\": {}, \"peak_rss_mb\": {}, \"settings\": {}}}",
-                     json_string(r.scenario), optional_json(r.tasks), optional_json(r.seconds),
+                     json_quote(r.scenario), optional_json(r.tasks), optional_json(r.seconds),
                      optional_json(r.per_second), optional_json(r.p50_ms), optional_json(r.p99_ms),
                      optional_json(r.peak_rss_mb),
                      r.settings.empty() ? std::string("null") : settings);

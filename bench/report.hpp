@@ -37,9 +37,6 @@ struct scenario_result {
   std::string setting(std::string_view key) const;
 };
 
-/// `text` as a quoted JSON string.
-std::string json_string(std::string_view text);
-
 /// The result as one line of JSON with every key of the schema (null where empty).
 std::string to_json_line(const scenario_result& r);
 

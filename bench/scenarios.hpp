@@ -7,6 +7,7 @@
 #include "storage/connection.hpp"
 
 #include <troupe/area.hpp>
+#include <troupe/message.hpp>
 #include <troupe/node_options.hpp>
 #include <troupe/task.hpp>
 
@@ -47,6 +48,10 @@ struct task_probe {
   /// When set, the task stores its steady-clock start (ns) at index = its argument.
   std::vector<std::int64_t>* start_ns = nullptr;
 };
+
+/// `n` no-op messages (arguments 0..n-1) cut into batches of `batch_size`, built before a
+/// timed publish so that the figure is the publishing, not the argument encoding.
+std::vector<std::vector<message>> noop_batches(std::int64_t n, std::int64_t batch_size);
 
 /// Steady-clock nanoseconds now.
 std::int64_t steady_ns();

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -139,23 +140,9 @@ std::optional<publish_step> publish_plan::next() {
     return publish_step{&stmts_->get("enqueue_messages"),
                         storage::enqueue_params(stmts_->where(), rows, revive_)};
   }
-  case phase::store: {
-    std::vector<storage::key_claim> changed;
-    for (std::size_t c = 0; c < claims_.size(); ++c) {
-      auto i = claim_entry_[c];
-      if (!publish_[i])
-        continue;
-      auto now = message_json(batch_[i]);
-      if (now != claims_[c].message_json) {
-        auto copy = claims_[c];
-        copy.message_id = batch_[i].id;
-        copy.message_json = std::move(now);
-        changed.push_back(std::move(copy));
-      }
-    }
+  case phase::store:
     return publish_step{&stmts_->get("store_deduplicated_messages"),
-                        storage::store_keys_params(changed, token_)};
-  }
+                        storage::store_keys_params(restored_, token_)};
   case phase::done:
     return std::nullopt;
   }
@@ -182,19 +169,25 @@ void publish_plan::accept(const storage::result& res) {
       }
     }
     run_before_hooks();
-    bool any = false;
-    bool changed = false;
-    for (std::size_t i = 0; i < batch_.size(); ++i)
-      any = any || publish_[i];
-    for (std::size_t c = 0; c < claims_.size(); ++c)
-      changed = changed || (publish_[claim_entry_[c]] &&
-                            message_json(batch_[claim_entry_[c]]) != claims_[c].message_json);
+    // Claimed keys whose message a before_enqueue hook changed get the published one stored.
+    restored_.clear();
+    for (std::size_t c = 0; c < claims_.size(); ++c) {
+      auto i = claim_entry_[c];
+      if (!publish_[i])
+        continue;
+      auto now = message_json(batch_[i]);
+      if (now != claims_[c].message_json) {
+        restored_.push_back(claims_[c]);
+        restored_.back().message_id = batch_[i].id;
+        restored_.back().message_json = std::move(now);
+      }
+    }
+    bool any = std::find(publish_.begin(), publish_.end(), true) != publish_.end();
     phase_ = any ? phase::enqueue : phase::done;
-    store_after_enqueue_ = changed;
     return;
   }
   case phase::enqueue:
-    phase_ = store_after_enqueue_ ? phase::store : phase::done;
+    phase_ = restored_.empty() ? phase::done : phase::store;
     return;
   case phase::store:
   case phase::done:

@@ -65,7 +65,6 @@ private:
   std::vector<middleware_ptr> hooks_;
   bool revive_;
   bool deduplicating_ = false;
-  bool store_after_enqueue_ = false;
   std::int64_t token_ = 0;
   phase phase_ = phase::enqueue;
 
@@ -79,6 +78,8 @@ private:
   // belong to.
   std::vector<storage::key_claim> claims_;
   std::vector<std::size_t> claim_entry_;
+  // The claims to store again with the message as published (hooks changed it), if any.
+  std::vector<storage::key_claim> restored_;
 };
 
 /// The message envelope as JSON, as stored with a deduplication key.

@@ -135,6 +135,22 @@ CAF_TEST(a duplicate returns the original message and writes nothing) {
   CAF_CHECK_EQUAL(rows(), 2);
 }
 
+CAF_TEST(a duplicate returns the message as a hook changed it) {
+  // A before_enqueue hook runs after the key is claimed: the stored message must be the one
+  // published, with the hook's change.
+  struct stamp : middleware {
+    std::string name() const override { return "stamp"; }
+    void before_enqueue(message& m) override { m.options_json = R"({"stamped":true})"; }
+  };
+  client stamping{
+    client_options{area.dsn(), area.where(), "troupe-test", {std::make_shared<stamp>()}}};
+  auto published = stamping.enqueue(job(1), key("stamped"));
+  CAF_CHECK_EQUAL(published.options_json, R"({"stamped":true})");
+  auto again = producer.enqueue(job(2), key("stamped"));
+  CAF_CHECK_EQUAL(again.id, published.id);
+  CAF_CHECK_EQUAL(again.options_json, R"({"stamped": true})"); // as jsonb prints it
+}
+
 CAF_TEST(a batch mixes new messages and duplicates in input order) {
   auto held = producer.enqueue(job(0), key("a"));
   hooks->before = 0;
