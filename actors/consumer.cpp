@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <utility>
 
 namespace troupe::actors {
 
@@ -31,7 +32,10 @@ struct consumer_state {
   std::vector<slot> slots;
   std::deque<storage::claimed_message> ready; // claimed, not started
   std::int32_t running = 0;
-  std::int32_t claiming = 0;  // rows asked for by the claim in flight
+  std::int32_t claiming = 0; // rows asked for by the claim in flight
+  // A notification came while a claim was in flight: that claim may have run before the new
+  // rows committed, so another one follows it.
+  bool wake_during_claim = false;
   std::int32_t releasing = 0; // hand-back requests in flight
   // After a failed claim: no claims until the rows it may have taken are handed back.
   bool needs_recovery = false; // a failed claim has not been cleaned up yet
@@ -110,6 +114,7 @@ void on_claimed(consumer_ptr self, std::int32_t asked, storage::claim_result& re
   auto& st = self->state;
   st.claiming = 0;
   st.retry_backoff = milliseconds{0};
+  auto woken = std::exchange(st.wake_during_claim, false);
   for (auto& m : res.messages)
     st.ready.push_back(std::move(m));
   if (st.stopping) {
@@ -120,8 +125,9 @@ void on_claimed(consumer_ptr self, std::int32_t asked, storage::claim_result& re
   dispatch(self);
   if (res.next_eta_ms >= 0)
     schedule_wake(self, milliseconds{res.next_eta_ms + 1});
-  if (static_cast<std::int32_t>(res.messages.size()) == asked)
-    maybe_claim(self); // a full batch: there is probably more
+  // A full batch means there is probably more; a wake during the claim means there may be.
+  if (static_cast<std::int32_t>(res.messages.size()) == asked || woken)
+    maybe_claim(self);
 }
 
 void maybe_claim(consumer_ptr self) {
@@ -364,7 +370,12 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
   self->send(self, wake_atom_v);
   self->delayed_send(self, st.jittered(st.settings.queue.poll_interval), poll_atom_v);
   return {
-    [=](wake_atom) { maybe_claim(self); },
+    [=](wake_atom) {
+      auto& s = self->state;
+      if (s.claiming > 0)
+        s.wake_during_claim = true;
+      maybe_claim(self);
+    },
     [=](flush_atom, std::int64_t settled) {
       auto& st = self->state;
       st.unsettled = std::max<std::int32_t>(0, st.unsettled - static_cast<std::int32_t>(settled));

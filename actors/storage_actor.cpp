@@ -151,15 +151,24 @@ struct router_state {
   std::vector<storage_actor> members;
   std::size_t next = 0;
 
+  // Two lanes: the first half of the pool (at least one member) takes claims, the rest takes
+  // writes (completions, enqueues, hand-backs, janitor passes). A completion commit waits for
+  // its WAL flush; a claim commits without waiting, and it must not queue behind one, or every
+  // message's start would wait for other messages' outcomes. A pool of one shares its member.
+  std::size_t claim_lanes() const { return members.size() < 2 ? 1 : members.size() / 2; }
+
   storage_actor& pick() {
-    next = (next + 1) % members.size();
-    return members[next];
+    auto lanes = claim_lanes();
+    if (members.size() <= lanes)
+      return members[0];
+    next = (next + 1) % (members.size() - lanes);
+    return members[lanes + next];
   }
 
   // A queue's claims and its clean-ups after a failed claim always go to the same storage
   // actor, so a clean-up can never run before a claim that was still waiting in a mailbox.
   storage_actor& pick_for(const std::string& queue) {
-    return members[std::hash<std::string>{}(queue) % members.size()];
+    return members[std::hash<std::string>{}(queue) % claim_lanes()];
   }
 };
 

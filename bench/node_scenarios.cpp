@@ -188,6 +188,8 @@ scenario_result run_sustained(bench_context& ctx) {
     throw error(errc::invalid_argument, "sustained: --rate times --duration is under one message");
   std::vector<std::int64_t> enqueue_ns(static_cast<std::size_t>(total), 0);
   std::vector<std::int64_t> start_ns(static_cast<std::size_t>(total), 0);
+  std::vector<double> call_ms; // each enqueue_many call, until its commit returned
+  std::vector<std::int64_t> committed_ns(static_cast<std::size_t>(total), 0);
   auto conn = ctx.connect("troupe-bench");
   conn.exec("CHECKPOINT");
   reset_peak_rss();
@@ -219,6 +221,10 @@ scenario_result run_sustained(bench_context& ctx) {
         for (auto i = seq; i < end; ++i)
           enqueue_ns[static_cast<std::size_t>(i)] = now;
         producer.enqueue_many(std::move(batch));
+        auto committed = steady_ns();
+        for (auto i = seq; i < end; ++i)
+          committed_ns[static_cast<std::size_t>(i)] = committed;
+        call_ms.push_back(static_cast<double>(committed - now) / 1e6);
         seq = end;
       }
       bar.update(probe.executed.load());
@@ -229,9 +235,13 @@ scenario_result run_sustained(bench_context& ctx) {
     t_done = clock_type::now();
   });
   std::vector<double> to_start;
+  std::vector<double> commit_to_start;
   to_start.reserve(start_ns.size());
-  for (std::size_t i = 0; i < start_ns.size(); ++i)
+  commit_to_start.reserve(start_ns.size());
+  for (std::size_t i = 0; i < start_ns.size(); ++i) {
     to_start.push_back(static_cast<double>(start_ns[i] - enqueue_ns[i]) / 1e6);
+    commit_to_start.push_back(static_cast<double>(start_ns[i] - committed_ns[i]) / 1e6);
+  }
   // enqueue -> done: finished_at (the completion statement's transaction time, server clock) minus
   // the start of the enqueue call on the system clock of this same machine.
   auto rows = conn.exec("SELECT (args->>0)::bigint, (extract(epoch FROM finished_at) * 1e6)::bigint"
@@ -264,6 +274,10 @@ scenario_result run_sustained(bench_context& ctx) {
   r.set("producer_per_second", static_cast<double>(total) * 1000.0 / ms_between(t0, t_published));
   r.set("producer_tick_ms", std::int64_t{tick.count()});
   r.set("start_p90_ms", *percentile(to_start, 90));
+  r.set("enqueue_call_p50_ms", *percentile(call_ms, 50));
+  r.set("enqueue_call_p99_ms", *percentile(call_ms, 99));
+  r.set("commit_to_start_p50_ms", *percentile(commit_to_start, 50));
+  r.set("commit_to_start_p99_ms", *percentile(commit_to_start, 99));
   r.set("start_max_ms", to_start.back());
   r.set("done_p50_ms", *percentile(to_done, 50));
   r.set("done_p99_ms", *percentile(to_done, 99));

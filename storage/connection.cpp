@@ -350,6 +350,35 @@ result connection::exec_params(std::string_view sql, const params& values, std::
                label);
 }
 
+result connection::copy_in(const statement& st, std::string_view data) {
+  auto* c = raw(conn_.get());
+  PGresult* start = PQexec(c, st.text.c_str());
+  if (!start || PQresultStatus(start) != PGRES_COPY_IN) {
+    if (start && PQresultStatus(start) != PGRES_FATAL_ERROR) {
+      PQclear(start);
+      throw error(errc::bug, st.name + " is not a COPY FROM STDIN statement");
+    }
+    check(conn_.get(), start, st.name);
+  }
+  PQclear(start);
+  bool sent = true;
+  constexpr std::size_t chunk = 1 << 20;
+  for (std::size_t at = 0; sent && at < data.size(); at += chunk) {
+    auto piece = data.substr(at, chunk);
+    sent = PQputCopyData(c, piece.data(), static_cast<int>(piece.size())) == 1;
+  }
+  // Ending the COPY with an error message makes the server abort it when the data did not go.
+  sent = PQputCopyEnd(c, sent ? nullptr : "troupe: sending COPY data failed") == 1 && sent;
+  PGresult* end = PQgetResult(c);
+  while (PGresult* extra = PQgetResult(c))
+    PQclear(extra);
+  if (!sent && end && PQresultStatus(end) == PGRES_COMMAND_OK) {
+    PQclear(end);
+    throw_error(conn_.get(), nullptr, st.name);
+  }
+  return check(conn_.get(), end, st.name);
+}
+
 result connection::run(const statement& st, const params& values) {
   auto i = prepared_.find(st.name);
   if (i == prepared_.end() || i->second != st.text) {

@@ -78,6 +78,10 @@ public:
   /// Runs a named statement, preparing it on this connection the first time (and again when a
   /// statement of the same name but another area's text comes along). Throws troupe::error.
   result run(const statement& st, const params& values);
+  /// Runs a `COPY ... FROM STDIN` statement with `data` as its whole input (in the format the
+  /// statement names). Returns the COPY's result (affected() is the rows copied). Throws
+  /// troupe::error; the connection is ready for the next statement either way.
+  result copy_in(const statement& st, std::string_view data);
 
   /// The backend's process id (for tests that terminate it).
   int backend_pid() const noexcept;

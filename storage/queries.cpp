@@ -5,6 +5,7 @@
 #include "troupe/error.hpp"
 
 #include <fmt/format.h>
+#include <libpq-fe.h>
 
 #include <algorithm>
 #include <string>
@@ -122,6 +123,96 @@ std::int64_t enqueue_messages(connection& conn, const statement_set& stmts,
     return 0;
   return conn.run(stmts.get("enqueue_messages"), enqueue_params(stmts.where(), batch, revive))
     .int64(0, 0);
+}
+
+namespace {
+
+// PostgreSQL's binary COPY format: big-endian integers, each field as its length and its bytes.
+void put_be(std::string& out, std::uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void put_field(std::string& out, std::string_view bytes) {
+  put_be(out, static_cast<std::uint32_t>(bytes.size()), 4);
+  out.append(bytes);
+}
+
+void put_uuid(std::string& out, const std::string& id) {
+  put_be(out, 16, 4);
+  int digits = 0;
+  unsigned char byte = 0;
+  for (char c : id) {
+    int v = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
+    if (v < 0)
+      continue; // hyphens and braces
+    byte = static_cast<unsigned char>((byte << 4) | v);
+    if (++digits % 2 == 0)
+      out.push_back(static_cast<char>(byte));
+  }
+  if (digits != 32)
+    throw error(errc::invalid_argument, "message id \"" + id + "\" is not a UUID");
+}
+
+void put_jsonb(std::string& out, const std::string& json) {
+  put_be(out, static_cast<std::uint32_t>(json.size() + 1), 4);
+  out.push_back('\x01'); // jsonb's binary input: a version byte, then the JSON text
+  out.append(json);
+}
+
+// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01 UTC).
+constexpr std::int64_t postgres_epoch_us = 946'684'800'000'000;
+
+} // namespace
+
+std::string copy_messages_data(const std::vector<new_message>& batch) {
+  std::string out;
+  std::size_t size = 21;
+  for (const auto& m : batch)
+    size += 70 + m.queue.size() + m.task.size() + m.args_json.size() + m.options_json.size();
+  out.reserve(size);
+  out.append("PGCOPY\n\xff\r\n\0", 11);
+  put_be(out, 0, 4); // flags
+  put_be(out, 0, 4); // header extension length
+  for (const auto& m : batch) {
+    put_be(out, 7, 2); // fields, in the statement's column order
+    put_uuid(out, m.id);
+    put_field(out, m.queue);
+    put_field(out, m.task);
+    put_jsonb(out, m.args_json);
+    put_jsonb(out, m.options_json);
+    put_be(out, 4, 4);
+    put_be(out, static_cast<std::uint32_t>(m.priority), 4);
+    put_be(out, 8, 4);
+    put_be(out, static_cast<std::uint64_t>(m.timestamp_ms * 1000 - postgres_epoch_us), 8);
+  }
+  put_be(out, 0xffff, 2); // the trailer: a field count of -1
+  return out;
+}
+
+std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
+                               const std::vector<new_message>& batch) {
+  if (batch.empty())
+    return 0;
+  auto data = copy_messages_data(batch);
+  std::vector<std::string> queues;
+  for (const auto& m : batch)
+    if (std::find(queues.begin(), queues.end(), m.queue) == queues.end())
+      queues.push_back(m.queue);
+  conn.exec("BEGIN", "copy_messages");
+  try {
+    auto written = conn.copy_in(stmts.get("copy_messages"), data).affected();
+    conn.run(stmts.get("notify_queues"), {wake_channel(stmts.where()), array_literal(queues)});
+    conn.exec("COMMIT", "copy_messages");
+    return written;
+  } catch (...) {
+    if (conn.ok())
+      PQclear(PQexec(conn.native(), "ROLLBACK"));
+    throw;
+  }
 }
 
 claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,

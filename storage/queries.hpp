@@ -32,6 +32,15 @@ std::int64_t prune_deduplication_keys(connection& conn, const statement_set& stm
 std::int64_t enqueue_messages(connection& conn, const statement_set& stmts,
                               const std::vector<new_message>& batch, bool revive = true);
 
+/// Writes `batch` (new ids, no delays) with a binary COPY in a transaction of its own that also
+/// wakes each queue once. Nothing is written when it throws; an id that exists already fails
+/// with SQLSTATE 23505 (then enqueue_messages is the way). Returns the rows written.
+std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
+                               const std::vector<new_message>& batch);
+
+/// The binary COPY input of copy_messages for `batch`.
+std::string copy_messages_data(const std::vector<new_message>& batch);
+
 /// Claims up to `limit` ready messages of `queue` for `node_id`; when fewer came back, also
 /// asks when the next delayed message is due.
 claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,

@@ -196,6 +196,23 @@ void publish_plan::accept(const storage::result& res) {
   }
 }
 
+std::optional<std::vector<storage::new_message>> publish_plan::bulk_rows() const {
+  if (deduplicating_ || phase_ != phase::enqueue || batch_.size() < bulk_threshold)
+    return std::nullopt;
+  std::vector<storage::new_message> rows;
+  rows.reserve(batch_.size());
+  for (const auto& m : batch_) {
+    if (m.delay_ms != 0)
+      return std::nullopt; // the eta is the server's clock plus the delay
+    rows.push_back(to_new_message(m));
+  }
+  return rows;
+}
+
+void publish_plan::accept_bulk() {
+  phase_ = phase::done;
+}
+
 void publish_plan::restart(bool revive) {
   revive_ = revive;
   if (deduplicating_) {
@@ -251,9 +268,22 @@ std::vector<message> publish_plan::finish(bool rethrow_hooks) {
 
 void run_on_own_connection(storage::connection& conn, publish_plan& plan) {
   if (!plan.multi_step()) {
+    // New ids are the rule: a plain insert first (a binary COPY for a large batch), the upsert
+    // only when an id exists.
+    bool exists = false;
+    if (auto rows = plan.bulk_rows()) {
+      try {
+        storage::copy_new_messages(conn, plan.statements(), *rows);
+        plan.accept_bulk();
+        return;
+      } catch (const error& e) {
+        if (e.sqlstate() != "23505")
+          throw;
+        exists = true;
+      }
+    }
     while (auto step = plan.next()) {
-      // New ids are the rule: a plain insert first, the upsert only when an id exists.
-      if (step->statement->name == "enqueue_messages") {
+      if (step->statement->name == "enqueue_messages" && !exists) {
         auto plain = step->values;
         plain.pop_back(); // insert_messages has no revive flag
         try {

@@ -43,6 +43,11 @@ public:
   std::optional<publish_step> next();
   /// The result of the statement next() returned last.
   void accept(const storage::result& res);
+  /// When the plan is one plain insert of at least `bulk_threshold` messages without a delay,
+  /// its rows, for a driver that writes them another way (a binary COPY); none otherwise.
+  std::optional<std::vector<storage::new_message>> bulk_rows() const;
+  /// The rows bulk_rows() gave were written: the plan is complete.
+  void accept_bulk();
 
   /// Starts over after a failed attempt that was rolled back or lost (a reconnect): hooks that
   /// ran stay run. `revive` as for the constructor (false on a retry of a lost reply).
@@ -81,6 +86,10 @@ private:
   // The claims to store again with the message as published (hooks changed it), if any.
   std::vector<storage::key_claim> restored_;
 };
+
+/// The smallest batch written with a binary COPY on Troupe's own connections: below it, the
+/// COPY's extra round trips (a transaction around it) cost more than the text arrays it saves.
+inline constexpr std::size_t bulk_threshold = 32;
 
 /// The message envelope as JSON, as stored with a deduplication key.
 std::string message_json(const message& m);

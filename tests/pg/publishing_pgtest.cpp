@@ -13,6 +13,7 @@
 #include <libpq-fe.h>
 
 #include <atomic>
+#include <cctype>
 #include <set>
 #include <thread>
 
@@ -105,6 +106,90 @@ CAF_TEST(a batch of 1000 is accepted in input order) {
   for (std::size_t i = 0; i < out.size(); ++i)
     CAF_CHECK_EQUAL(out[i].id, batch[i].id);
   CAF_CHECK_EQUAL(rows(), 1000);
+}
+
+CAF_TEST(a large batch stores every field as given) {
+  // Batches from bulk_threshold messages up are written with a binary COPY: every field must
+  // arrive as an INSERT would store it.
+  const std::string args = R"(["tab\there", "line\nbreak", "quote \" and \\ backslash", "é✓", )"
+                           R"(12345678901234567890, {"nested": [true, null, 1.5e3]}])";
+  std::vector<message> batch;
+  for (int i = 0; i < 40; ++i) {
+    auto m = job(i).with_priority(i % 3 - 1).on_queue(i % 2 ? "bulk.odd" : "bulk-even");
+    m.task = "tâche_" + std::to_string(i);
+    m.args_json = args;
+    m.options_json = R"({"max_retries": 3, "note": "a\tb"})";
+    m.timestamp_ms = 1'700'000'000'123 + i;
+    batch.push_back(m);
+  }
+  // An id spelled in upper case with braces is stored as the same UUID.
+  std::string canonical;
+  CAF_REQUIRE(parse_uuid(batch[5].id, canonical));
+  for (auto& c : batch[5].id)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  batch[5].id = "{" + batch[5].id + "}";
+  producer.enqueue_many(batch);
+  CAF_CHECK_EQUAL(rows(), 40);
+  for (int i = 0; i < 40; ++i) {
+    const auto& m = batch[static_cast<std::size_t>(i)];
+    std::string id;
+    CAF_REQUIRE(parse_uuid(m.id, id));
+    CAF_CHECK_EQUAL(
+      rows(fmt::format("message_id = '{}' AND queue_name = '{}' AND task_name = $t${}$t$ "
+                       "AND args = $j${}$j$::jsonb AND options = $j${}$j$::jsonb AND priority = {} "
+                       "AND (extract(epoch FROM enqueued_at) * 1000)::bigint = {} "
+                       "AND state = 'queued' AND attempts = 0 AND eta <= now()",
+                       id, m.queue, m.task, m.args_json, m.options_json, m.priority,
+                       m.timestamp_ms)),
+      1);
+  }
+  CAF_CHECK_EQUAL(rows(fmt::format("message_id = '{}'", canonical)), 1);
+}
+
+CAF_TEST(a large batch puts back a message whose id is stored) {
+  std::vector<message> first;
+  for (int i = 0; i < 40; ++i)
+    first.push_back(job(i));
+  producer.enqueue_many(first);
+  area.sql().exec(
+    fmt::format("UPDATE {} SET state = 'done', finished_at = now() WHERE message_id = '{}'",
+                area.queue_table(), first[7].id));
+  // Sent again with new messages: the COPY meets the stored id and the upsert takes over.
+  std::vector<message> again{first[7]};
+  for (int i = 0; i < 39; ++i)
+    again.push_back(job(100 + i));
+  auto out = producer.enqueue_many(again);
+  CAF_CHECK_EQUAL(out.size(), 40u);
+  CAF_CHECK_EQUAL(rows(), 79);
+  CAF_CHECK_EQUAL(rows(fmt::format("message_id = '{}' AND state = 'queued'", first[7].id)), 1);
+  CAF_CHECK_EQUAL(rows("state = 'queued'"), 79);
+}
+
+CAF_TEST(a large batch the database refuses writes nothing and says why) {
+  std::vector<message> batch;
+  for (int i = 0; i < 40; ++i)
+    batch.push_back(job(i));
+  batch[31].args_json = "[1, 2"; // not JSON
+  auto [code, text] = failure_of([&] { producer.enqueue_many(batch); });
+  CAF_CHECK(code != errc::connection_lost);
+  CAF_CHECK(has(text, "json"));
+  CAF_CHECK_EQUAL(rows(), 0);
+  // The client's connection is fine afterwards.
+  batch[31].args_json = "[31]";
+  producer.enqueue_many(batch);
+  CAF_CHECK_EQUAL(rows(), 40);
+}
+
+CAF_TEST(a large batch with a delayed message keeps that delay only) {
+  std::vector<message> batch;
+  for (int i = 0; i < 40; ++i)
+    batch.push_back(job(i));
+  std::vector<enqueue_options> options(40);
+  options[3] = enqueue_options::delayed(60s);
+  producer.enqueue_many(batch, options);
+  CAF_CHECK_EQUAL(
+    rows(fmt::format("message_id = '{}' AND eta > now() + interval '50 seconds'", batch[3].id)), 1);
+  CAF_CHECK_EQUAL(rows("eta <= now()"), 39);
 }
 
 CAF_TEST(a delay option sets the eta of its message only) {
