@@ -42,6 +42,7 @@ run_summary worker_node::run() {
 
   run_summary summary;
   caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", static_cast<std::size_t>(impl_->options.scheduler_threads));
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   auto node = spawn_worker_node(sys, impl_->options, impl_->tasks);

@@ -70,6 +70,7 @@ node_options bench_context::node_settings(const area& where) const {
   node.area = where;
   node.name = "bench-node";
   node.storage_connections = opts_.storage_connections;
+  node.scheduler_threads = opts_.scheduler_threads;
   queue_options q;
   q.name = noop.queue();
   q.concurrency = opts_.concurrency;
@@ -135,12 +136,7 @@ void bench_context::wait_all_done(storage::connection& conn, const area& where, 
   }
 }
 
-int run_node_command(const std::string& dsn, const std::string& schema, std::int32_t concurrency,
-                     std::int32_t prefetch) {
-  bench_options o;
-  o.dsn = dsn;
-  o.concurrency = concurrency;
-  o.prefetch = prefetch;
+int run_node_command(const bench_options& o, const std::string& schema) {
   bench_context ctx(o, "");
   task_probe probe;
   configure_logging("warn", "text");

@@ -4,8 +4,10 @@
 //
 //   build/bin/troupe-bench [SCENARIO...|all] [--dsn DSN] [--json] [--quick] [--tasks N]
 //                          [--concurrency N] [--prefetch N] [--storage-connections N]
+//                          [--scheduler-threads N]
 //                          [--rate N] [--duration S] [--explain]
 //   build/bin/troupe-bench node --dsn DSN --schema S [--concurrency N] [--prefetch N]
+//                               [--scheduler-threads N]
 #include "local_postgres.hpp"
 #include "scenarios.hpp"
 
@@ -57,8 +59,10 @@ std::string scenario_names() {
 constexpr const char* usage =
   "usage: troupe-bench [SCENARIO...|all] [--dsn DSN] [--json] [--quick] [--tasks N]\n"
   "                    [--concurrency N] [--prefetch N] [--storage-connections N]\n"
+  "                    [--scheduler-threads N]\n"
   "                    [--rate PER_SECOND] [--duration SECONDS] [--explain]\n"
   "       troupe-bench node --dsn DSN --schema SCHEMA [--concurrency N] [--prefetch N]\n"
+  "                         [--scheduler-threads N]\n"
   "scenarios: ";
 
 /// A whole number in [lo, hi] for flag `flag`, or invalid_argument naming both.
@@ -127,6 +131,8 @@ command_line parse(int argc, char** argv) {
       o.prefetch = static_cast<std::int32_t>(parse_integer(arg, value(), 0, 65535));
     else if (arg == "--storage-connections" && !cl.node)
       o.storage_connections = static_cast<std::int32_t>(parse_integer(arg, value(), 1, 64));
+    else if (arg == "--scheduler-threads")
+      o.scheduler_threads = static_cast<std::int32_t>(parse_integer(arg, value(), 1, 64));
     else if (arg == "--rate" && !cl.node)
       o.rate = parse_positive(arg, value(), 10'000'000);
     else if (arg == "--duration" && !cl.node)
@@ -269,8 +275,7 @@ int main(int argc, char** argv) {
   troupe::configure_logging("warn", "text");
   if (cl.node) {
     try {
-      return run_node_command(cl.options.dsn, cl.schema, cl.options.concurrency,
-                              cl.options.prefetch);
+      return run_node_command(cl.options, cl.schema);
     } catch (const std::exception& e) {
       std::cerr << "troupe-bench node: " << e.what() << std::endl;
       return 1;

@@ -66,6 +66,7 @@ void node_settings_into(scenario_result& r, const bench_context& ctx) {
   r.set("concurrency", o.concurrency);
   r.set("prefetch", o.prefetch);
   r.set("storage_connections", o.storage_connections);
+  r.set("scheduler_threads", o.scheduler_threads);
   r.set("completion_batch_size", std::int64_t{defaults::completion_batch_size});
   r.set("completion_flush_ms", std::int64_t{defaults::completion_flush_interval.count()});
 }

@@ -34,6 +34,7 @@ struct bench_options {
   std::int32_t concurrency = 8;
   std::int32_t prefetch = 1000;
   std::int32_t storage_connections = 2;
+  std::int32_t scheduler_threads = defaults::scheduler_threads;
   /// sustained: messages per second (default: half the burn-down rate of this run, else 10,000).
   std::optional<double> rate;
   /// sustained: seconds of publishing.
@@ -104,7 +105,6 @@ scenario_result run_memory(bench_context& ctx);
 scenario_result run_claim_vs_history(bench_context& ctx);
 
 /// The `node` subcommand: a worker node with the no-op task until SIGTERM (for `memory`).
-int run_node_command(const std::string& dsn, const std::string& schema, std::int32_t concurrency,
-                     std::int32_t prefetch);
+int run_node_command(const bench_options& options, const std::string& schema);
 
 } // namespace troupe::bench

@@ -45,11 +45,19 @@ void settle(storage::connection& conn, const area& where) {
 class node_process {
 public:
   node_process(const bench_context& ctx, const area& where) {
-    std::vector<std::string> args = {ctx.exe_path(),  "node",
-                                     "--dsn",         ctx.options().dsn,
-                                     "--schema",      where.schema,
-                                     "--concurrency", std::to_string(ctx.options().concurrency),
-                                     "--prefetch",    std::to_string(ctx.options().prefetch)};
+    const auto& o = ctx.options();
+    std::vector<std::string> args = {ctx.exe_path(),
+                                     "node",
+                                     "--dsn",
+                                     o.dsn,
+                                     "--schema",
+                                     where.schema,
+                                     "--concurrency",
+                                     std::to_string(o.concurrency),
+                                     "--prefetch",
+                                     std::to_string(o.prefetch),
+                                     "--scheduler-threads",
+                                     std::to_string(o.scheduler_threads)};
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());

@@ -52,8 +52,13 @@ constexpr section_option section_options[] = {
   {"node", "name", "this node's name in the nodes registry and the logs; empty = host:pid",
    [](settings& s) -> field_ref { return &s.node.name; }},
   {"node", "storage-connections",
-   "database connections for claims and outcomes, besides the listener's (1 to 64)",
+   "database connections for claims and outcomes, besides the listener's (1 to 64); the "
+   "first half takes claims, the rest writes",
    [](settings& s) -> field_ref { return &s.node.storage_connections; }},
+  {"node", "scheduler-threads",
+   "threads of the standalone node's CAF scheduler (1 to 64); tasks and database calls have "
+   "threads of their own",
+   [](settings& s) -> field_ref { return &s.node.scheduler_threads; }},
   {"node", "shutdown-grace",
    "duration: how long running tasks may finish after a stop is asked for",
    [](settings& s) -> field_ref { return &s.node.shutdown_grace; }},

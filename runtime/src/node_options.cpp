@@ -37,6 +37,9 @@ void validate(const node_options& o) {
   require(o.storage_connections >= 1 && o.storage_connections <= 64,
           fmt::format("node.storage-connections must be between 1 and 64, got {}",
                       o.storage_connections));
+  require(
+    o.scheduler_threads >= 1 && o.scheduler_threads <= 64,
+    fmt::format("node.scheduler-threads must be between 1 and 64, got {}", o.scheduler_threads));
   require(o.shutdown_grace.count() >= 0, "node.shutdown-grace must not be negative");
   require(o.janitor_interval.count() >= 100,
           fmt::format("node.janitor-interval must be at least 100ms, got {}ms",

@@ -128,6 +128,7 @@ CAF_TEST(an empty file gives the defaults and one queue named default) {
   CAF_CHECK_EQUAL(s.node.area.prefix, "");
   CAF_CHECK_EQUAL(s.node.name, "");
   CAF_CHECK_EQUAL(s.node.storage_connections, defaults::storage_connections);
+  CAF_CHECK_EQUAL(s.node.scheduler_threads, defaults::scheduler_threads);
   CAF_CHECK_EQUAL(s.node.shutdown_grace.count(), defaults::shutdown_grace.count());
   CAF_CHECK_EQUAL(s.node.janitor_interval.count(), defaults::janitor_interval.count());
   CAF_CHECK_EQUAL(s.node.completion_flush_interval.count(),
@@ -211,10 +212,12 @@ CAF_TEST(load reads TROUPE_DSN from the environment) {
 }
 
 CAF_TEST(flags override single values of the file) {
-  auto s = load_from_string(full_ini, {"--node.storage-connections=5", "--node.shutdown-grace=10s",
-                                       "--node.janitor-interval=500", "--area.schema=other",
-                                       "--queues.emails.prefetch=7", "--logging.level=warn"});
+  auto s = load_from_string(full_ini, {"--node.storage-connections=5", "--node.scheduler-threads=3",
+                                       "--node.shutdown-grace=10s", "--node.janitor-interval=500",
+                                       "--area.schema=other", "--queues.emails.prefetch=7",
+                                       "--logging.level=warn"});
   CAF_CHECK_EQUAL(s.node.storage_connections, 5);
+  CAF_CHECK_EQUAL(s.node.scheduler_threads, 3);
   CAF_CHECK_EQUAL(s.node.shutdown_grace.count(), 10000);
   CAF_CHECK_EQUAL(s.node.janitor_interval.count(), 500);
   CAF_CHECK_EQUAL(s.node.area.schema, "other");
@@ -324,6 +327,8 @@ CAF_TEST(out of range numbers name the key) {
                   "queues.default.concurrency must be between 1 and 1024, got 0");
   CHECK_ERROR_HAS(load_from_string("[node]\nstorage-connections=0\n"),
                   "node.storage-connections must be between 1 and 64");
+  CHECK_ERROR_HAS(load_from_string("[node]\nscheduler-threads=0\n"),
+                  "node.scheduler-threads must be between 1 and 64, got 0");
   CHECK_ERROR_HAS(load_from_string("[queues]\n"), "at least one queue");
 }
 

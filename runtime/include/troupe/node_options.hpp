@@ -16,6 +16,7 @@ inline constexpr std::int32_t concurrency = 8;
 inline constexpr std::int32_t prefetch = 16;
 inline constexpr std::chrono::milliseconds poll_interval{1000};
 inline constexpr std::int32_t storage_connections = 2;
+inline constexpr std::int32_t scheduler_threads = 1;
 inline constexpr std::chrono::milliseconds shutdown_grace{30000};
 inline constexpr std::chrono::milliseconds janitor_interval{2000};
 inline constexpr std::chrono::milliseconds dead_node_grace{3000};
@@ -46,8 +47,14 @@ struct node_options {
   /// The node's name in the nodes registry and the logs (default: host:pid).
   std::string name;
   std::vector<queue_options> queues;
-  /// Storage actors (one connection each) behind the router, besides the listener's.
+  /// Storage actors (one connection each) behind the router, besides the listener's. The first
+  /// half of them (at least one) takes claims, the rest writes outcomes and publishes.
   std::int32_t storage_connections = defaults::storage_connections;
+  /// Threads of the CAF scheduler of a standalone node (troupe::worker_node). Its scheduled
+  /// actors only coordinate: tasks, database calls and the listener each have threads of their
+  /// own (detached actors). More scheduler threads spend more CPU polling for work than they
+  /// save. A node spawned in an application's actor system uses that system's scheduler.
+  std::int32_t scheduler_threads = defaults::scheduler_threads;
   /// How long running tasks may finish after a stop is asked for.
   std::chrono::milliseconds shutdown_grace = defaults::shutdown_grace;
   /// How often the janitor looks for dead nodes (jittered by up to 10 %).
