@@ -232,7 +232,9 @@ claim_result claim_batch(connection& conn, const statement_set& stmts, const std
     m.enqueued_at_ms = res.int64(r, 6);
     out.messages.push_back(std::move(m));
   }
-  if (res.rows() < limit) {
+  // Only an empty claim asks when the next delayed message is due: after a partial one the
+  // consumer claims again as soon as those messages ran, and that claim comes back empty.
+  if (res.rows() == 0) {
     auto eta = conn.run(stmts.get("next_eta"), {queue});
     if (eta.rows() > 0 && !eta.is_null(0, 0))
       out.next_eta_ms = std::max<std::int64_t>(0, eta.int64(0, 0));

@@ -41,8 +41,8 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
 /// The binary COPY input of copy_messages for `batch`.
 std::string copy_messages_data(const std::vector<new_message>& batch);
 
-/// Claims up to `limit` ready messages of `queue` for `node_id`; when fewer came back, also
-/// asks when the next delayed message is due.
+/// Claims up to `limit` ready messages of `queue` for `node_id`; when none came back, also asks
+/// when the next delayed message is due.
 claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,
                          std::int32_t node_id, std::int32_t limit);
 
