@@ -350,9 +350,19 @@ result connection::exec_params(std::string_view sql, const params& values, std::
                label);
 }
 
-result connection::copy_in(const statement& st, std::string_view data) {
+std::string connection::literal(std::string_view text) const {
   auto* c = raw(conn_.get());
-  PGresult* start = PQexec(c, st.text.c_str());
+  char* quoted = PQescapeLiteral(c, text.data(), text.size());
+  if (!quoted)
+    throw_error(conn_.get(), nullptr, "quote a literal");
+  std::string out(quoted);
+  PQfreemem(quoted);
+  return out;
+}
+
+result connection::copy_in(const statement& st, std::string_view data, std::string_view before) {
+  auto* c = raw(conn_.get());
+  PGresult* start = PQexec(c, (std::string(before) + st.text).c_str());
   if (!start || PQresultStatus(start) != PGRES_COPY_IN) {
     if (start && PQresultStatus(start) != PGRES_FATAL_ERROR) {
       PQclear(start);

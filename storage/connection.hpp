@@ -79,9 +79,12 @@ public:
   /// statement of the same name but another area's text comes along). Throws troupe::error.
   result run(const statement& st, const params& values);
   /// Runs a `COPY ... FROM STDIN` statement with `data` as its whole input (in the format the
-  /// statement names). Returns the COPY's result (affected() is the rows copied). Throws
-  /// troupe::error; the connection is ready for the next statement either way.
-  result copy_in(const statement& st, std::string_view data);
+  /// statement names), after the plain SQL `before` when given (sent with it, as one round
+  /// trip: "BEGIN; " for instance). Returns the COPY's result (affected() is the rows copied).
+  /// Throws troupe::error; the connection is ready for the next statement either way.
+  result copy_in(const statement& st, std::string_view data, std::string_view before = {});
+  /// `text` as an SQL string literal for this connection. Throws troupe::error.
+  std::string literal(std::string_view text) const;
 
   /// The backend's process id (for tests that terminate it).
   int backend_pid() const noexcept;

@@ -198,15 +198,21 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
   if (batch.empty())
     return 0;
   auto data = copy_messages_data(batch);
+  // Three round trips: BEGIN with the COPY, its data, then the notifications with the COMMIT.
+  auto channel = conn.literal(wake_channel(stmts.where()));
   std::vector<std::string> queues;
-  for (const auto& m : batch)
-    if (std::find(queues.begin(), queues.end(), m.queue) == queues.end())
-      queues.push_back(m.queue);
-  conn.exec("BEGIN", "copy_messages");
+  std::string finish = "SELECT ";
+  for (const auto& m : batch) {
+    if (std::find(queues.begin(), queues.end(), m.queue) != queues.end())
+      continue;
+    finish += fmt::format("{}pg_notify({}, {})", queues.empty() ? "" : ", ", channel,
+                          conn.literal(m.queue));
+    queues.push_back(m.queue);
+  }
+  finish += "; COMMIT";
   try {
-    auto written = conn.copy_in(stmts.get("copy_messages"), data).affected();
-    conn.run(stmts.get("notify_queues"), {wake_channel(stmts.where()), array_literal(queues)});
-    conn.exec("COMMIT", "copy_messages");
+    auto written = conn.copy_in(stmts.get("copy_messages"), data, "BEGIN; ").affected();
+    conn.exec(finish, "copy_messages");
     return written;
   } catch (...) {
     if (conn.ok())

@@ -51,15 +51,12 @@ SELECT (SELECT count(*) FROM ins),
 -- name: copy_messages
 -- The bulk form of insert_messages: a binary COPY of new messages without a delay (eta and
 -- state take their defaults). Publishers on their own connection run it inside a transaction
--- with notify_queues, for batches large enough that parsing arrays of text would cost more
--- than the extra round trips. A unique violation (an id sent again) rolls it back, and the
--- publisher falls back to enqueue_messages.
+-- that also notifies each queue once (storage/queries.cpp, copy_new_messages), for batches
+-- large enough that parsing arrays of text would cost more than the extra round trips. A
+-- unique violation (an id sent again) rolls it back, and the publisher falls back to
+-- enqueue_messages.
 COPY {{t:queue}} (message_id, queue_name, task_name, args, options, priority, enqueued_at)
 FROM STDIN (FORMAT binary)
-
--- name: notify_queues
--- Wakes the nodes of each queue in $2 on channel $1 (delivered at commit).
-SELECT count(*) FROM (SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q) n
 
 -- name: claim_batch
 -- Claims up to $3 ready messages of queue $1 for node $2, as many as the consumer has free slots,
