@@ -129,8 +129,10 @@ namespace {
 
 // PostgreSQL's binary COPY format: big-endian integers, each field as its length and its bytes.
 void put_be(std::string& out, std::uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i)
-    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  char b[8];
+  for (int i = 0; i < bytes; ++i)
+    b[i] = static_cast<char>((v >> (8 * (bytes - 1 - i))) & 0xff);
+  out.append(b, static_cast<std::size_t>(bytes));
 }
 
 void put_field(std::string& out, std::string_view bytes) {
@@ -139,9 +141,8 @@ void put_field(std::string& out, std::string_view bytes) {
 }
 
 void put_uuid(std::string& out, const std::string& id) {
-  put_be(out, 16, 4);
+  char bytes[16];
   int digits = 0;
-  unsigned char byte = 0;
   for (char c : id) {
     int v = c >= '0' && c <= '9'   ? c - '0'
             : c >= 'a' && c <= 'f' ? c - 'a' + 10
@@ -149,12 +150,18 @@ void put_uuid(std::string& out, const std::string& id) {
                                    : -1;
     if (v < 0)
       continue; // hyphens and braces
-    byte = static_cast<unsigned char>((byte << 4) | v);
-    if (++digits % 2 == 0)
-      out.push_back(static_cast<char>(byte));
+    if (digits == 32) {
+      digits = 33; // too many digits
+      break;
+    }
+    auto& b = bytes[digits / 2];
+    b = static_cast<char>(digits % 2 == 0 ? v << 4 : (static_cast<unsigned char>(b) | v));
+    ++digits;
   }
   if (digits != 32)
     throw error(errc::invalid_argument, "message id \"" + id + "\" is not a UUID");
+  put_be(out, 16, 4);
+  out.append(bytes, 16);
 }
 
 void put_jsonb(std::string& out, const std::string& json) {

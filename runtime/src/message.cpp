@@ -61,22 +61,26 @@ std::string new_message_id() {
 bool parse_uuid(std::string_view text, std::string& canonical) {
   if (text.size() == 38 && text.front() == '{' && text.back() == '}')
     text = text.substr(1, 36);
-  std::string digits;
+  if (text.size() != 32 && text.size() != 36)
+    return false;
+  // One pass, no allocation beyond `canonical` (this runs for every published message).
+  char digits[32];
+  std::size_t n = 0;
   for (char c : text) {
     if (c == '-')
       continue;
     char l = (c >= 'A' && c <= 'F') ? static_cast<char>(c - 'A' + 'a') : c;
-    if (!((l >= '0' && l <= '9') || (l >= 'a' && l <= 'f')))
+    if (n == 32 || !((l >= '0' && l <= '9') || (l >= 'a' && l <= 'f')))
       return false;
-    digits.push_back(l);
+    digits[n++] = l;
   }
-  if (digits.size() != 32 || (text.size() != 32 && text.size() != 36))
+  if (n != 32)
     return false;
-  canonical.clear();
-  for (std::size_t i = 0; i < 32; ++i) {
+  canonical.resize(36);
+  for (std::size_t i = 0, o = 0; i < 32; ++i) {
     if (i == 8 || i == 12 || i == 16 || i == 20)
-      canonical.push_back('-');
-    canonical.push_back(digits[i]);
+      canonical[o++] = '-';
+    canonical[o++] = digits[i];
   }
   return true;
 }
