@@ -112,7 +112,7 @@ scenario_result run_enqueue_batch(bench_context& ctx) {
   }
   r.set("producers", best_producers);
   r.set("batch_size", batch_size);
-  r.set("method", "client::enqueue_many, one statement and one transaction per batch; best of "
+  r.set("method", "client::enqueue_many, one transaction per batch (a binary COPY); best of "
                   "1, 2 and 4 producer threads, one client (connection) each");
   r.set("latency", "per batch");
   return r;

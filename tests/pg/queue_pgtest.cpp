@@ -51,6 +51,7 @@ CAF_TEST(enqueue claim complete) {
   CAF_CHECK_EQUAL(c.task, "job");
   CAF_CHECK_EQUAL(c.args_json, "[1]");
   CAF_CHECK_EQUAL(c.attempt, 1);
+  CAF_CHECK_EQUAL(c.enqueued_at_ms, m.timestamp_ms); // the message timestamp, to the millisecond
   CAF_CHECK_EQUAL(count("state = 'running' AND owner_node IS NOT NULL"), 1);
   storage::outcome o{c.id, c.attempt, storage::outcome_state::done, "42", "", 0, {}};
   CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), n, {o}), 1);
