@@ -76,7 +76,8 @@ public:
 
   /// Publishes up to max_batch_size (1,000) messages atomically: all or none. `options` is
   /// empty or holds one entry per message. Without deduplication keys the batch is one
-  /// statement; with them, one transaction of two or three. Returns every message in input
+  /// transaction: an INSERT, or a binary COPY for 32 messages or more without a delay; with
+  /// keys, one transaction of two or three statements. Returns every message in input
   /// order: as published, or (for a duplicate key) the message holding the key. An empty batch
   /// runs no SQL.
   std::vector<message> enqueue_many(std::vector<message> batch,
