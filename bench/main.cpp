@@ -16,13 +16,18 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
+#include <stdexcept>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 namespace {
@@ -197,17 +202,35 @@ std::string summary_table(const std::vector<scenario_result>& results) {
   return out;
 }
 
+// Takes an exclusive lock on `dir`.lock for the rest of the process: a second troupe-bench
+// without --dsn would otherwise share the private cluster, and the first to finish would stop
+// it under the other.
+void lock_private_cluster(const std::string& dir) {
+  std::filesystem::create_directories(std::filesystem::path(dir).parent_path());
+  auto path = dir + ".lock";
+  int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw error(errc::bug, fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0)
+    throw std::runtime_error(
+      fmt::format("another troupe-bench is using the private cluster in {} (it holds {}); wait "
+                  "for it, or pass --dsn",
+                  dir, path));
+  // The descriptor stays open: the lock ends with the process.
+}
+
 int run(command_line cl) {
   std::optional<troupe::testkit::local_postgres> private_pg;
   auto& out = std::cout;
   try {
     if (cl.options.dsn.empty()) {
-      std::cerr << "starting a private PostgreSQL cluster in .troupe/bench-pg" << std::endl;
       // The limit scripts' server settings (bench/README), so figures compare.
       troupe::testkit::local_postgres::options pg{
         ".troupe/bench-pg", 5432,
         "-c shared_buffers=1GB -c max_wal_size=4GB -c checkpoint_timeout=15min "
         "-c max_connections=200"};
+      lock_private_cluster(pg.dir);
+      std::cerr << "starting a private PostgreSQL cluster in " << pg.dir << std::endl;
       try {
         private_pg = troupe::testkit::local_postgres::start(pg);
       } catch (const error& e) {
@@ -215,6 +238,7 @@ int run(command_line cl) {
           throw;
         pg.dir = "/tmp/troupe-bench-pg-" + std::to_string(::getuid());
         std::cerr << e.what() << "; using " << pg.dir << " instead" << std::endl;
+        lock_private_cluster(pg.dir);
         private_pg = troupe::testkit::local_postgres::start(pg);
       }
       cl.options.dsn = private_pg->dsn();
