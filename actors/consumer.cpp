@@ -33,8 +33,8 @@ struct consumer_state {
   std::deque<storage::claimed_message> ready; // claimed, not started
   std::int32_t running = 0;
   std::int32_t claiming = 0; // rows asked for by the claim in flight
-  // A notification came while a claim was in flight: that claim may have run before the new
-  // rows committed, so another one follows it.
+  // A notification (or the eta timer) came while a claim was in flight: that claim may have run
+  // before the new rows committed (or came due), so another one follows it.
   bool wake_during_claim = false;
   std::int32_t releasing = 0; // hand-back requests in flight
   // After a failed claim: no claims until the rows it may have taken are handed back.
@@ -144,13 +144,19 @@ void maybe_claim(consumer_ptr self) {
   if (free <= 0 || (free < std::max(1, st.capacity() / 2) && !st.ready.empty()))
     return;
   st.claiming = free;
+  // The claim also asks when the next delayed message is due if it leaves an executor idle:
+  // then no finished task may come to trigger the next claim. With every executor busy, the
+  // next one to finish claims again, and a delayed message could not start sooner anyway.
+  auto idle = std::max<std::int32_t>(1, st.settings.queue.concurrency - st.running -
+                                          static_cast<std::int32_t>(st.ready.size()));
   self
     ->request(st.settings.storage, seconds(30), claim_atom_v, st.settings.queue.name,
-              st.settings.node_id, free)
+              st.settings.node_id, free, idle)
     .then([=](storage::claim_result& res) { on_claimed(self, free, res); },
           [=](caf::error& err) {
             auto& s = self->state;
             s.claiming = 0;
+            s.wake_during_claim = false; // the recovery ends with a claim anyway
             s.retry_backoff =
               std::min(milliseconds{5000},
                        s.retry_backoff.count() == 0 ? milliseconds{100} : s.retry_backoff * 2);
@@ -438,6 +444,8 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       auto& s = self->state;
       if (s.eta_wake && *s.eta_wake <= steady_clock::now())
         s.eta_wake.reset();
+      if (s.claiming > 0)
+        s.wake_during_claim = true; // that claim may have looked just before the eta
       maybe_claim(self);
     },
   };

@@ -95,10 +95,11 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
   auto& st = self->state;
   const auto& stmts = *st.settings.statements;
   return {
-    [=, &st, &stmts](claim_atom, const std::string& queue, std::int32_t node,
-                     std::int32_t limit) -> caf::result<storage::claim_result> {
-      return st.guarded(
-        [&](storage::connection& c) { return storage::claim_batch(c, stmts, queue, node, limit); });
+    [=, &st, &stmts](claim_atom, const std::string& queue, std::int32_t node, std::int32_t limit,
+                     std::int32_t eta_below) -> caf::result<storage::claim_result> {
+      return st.guarded([&](storage::connection& c) {
+        return storage::claim_batch(c, stmts, queue, node, limit, eta_below);
+      });
     },
     [=, &st, &stmts](complete_atom, std::int32_t node,
                      const std::vector<storage::outcome>& outcomes) -> caf::result<std::int64_t> {
@@ -202,9 +203,9 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
   });
   self->set_default_handler(caf::print_and_drop);
   return {
-    [=](claim_atom a, std::string& q, std::int32_t n, std::int32_t l) {
+    [=](claim_atom a, std::string& q, std::int32_t n, std::int32_t l, std::int32_t e) {
       auto& member = self->state.pick_for(q);
-      return self->delegate(member, a, std::move(q), n, l);
+      return self->delegate(member, a, std::move(q), n, l, e);
     },
     [=](complete_atom a, std::int32_t n, std::vector<storage::outcome>& o) {
       return self->delegate(self->state.pick(), a, n, std::move(o));

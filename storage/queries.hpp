@@ -41,10 +41,10 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
 /// The binary COPY input of copy_messages for `batch`.
 std::string copy_messages_data(const std::vector<new_message>& batch);
 
-/// Claims up to `limit` ready messages of `queue` for `node_id`; when none came back, also asks
-/// when the next delayed message is due.
+/// Claims up to `limit` ready messages of `queue` for `node_id`; when fewer than `eta_below`
+/// came back (by default: none), also asks when the next delayed message is due.
 claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,
-                         std::int32_t node_id, std::int32_t limit);
+                         std::int32_t node_id, std::int32_t limit, std::int32_t eta_below = 1);
 
 /// Writes `outcomes` in one statement; returns how many were still owned and got written.
 std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::int32_t node_id,

@@ -147,6 +147,22 @@ CAF_TEST(delayed messages start after their delay and in priority order) {
   stop(node);
 }
 
+CAF_TEST(a delayed message starts on time beside a long task) {
+  // One batch: the claim takes the long task and leaves three executors idle, so it must also
+  // learn when the delayed message is due. Nothing else would wake the node before the long
+  // task ends (3 s) or the poll (10 s).
+  auto node = spawn_worker_node(*sys, options(4, 0), tasks);
+  // A first message, run to the end, so that the node is idle and the batch below meets one
+  // claim (woken by its notification).
+  producer.enqueue(add(0, 0));
+  CAF_REQUIRE(testkit::wait_until([&] { return count("state = 'done'") == 1; }, 20s));
+  auto sent = producer.enqueue_many({nap(3000), add(5, 5)}, {{}, enqueue_options::delayed(400ms)});
+  CAF_CHECK(testkit::wait_until(
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", sent[1].id)) == 1; },
+    2s));
+  stop(node);
+}
+
 CAF_TEST(a graceful stop finishes running tasks and hands back prefetched ones) {
   auto node = spawn_worker_node(*sys, options(1, 5), tasks);
   naps_started = 0;

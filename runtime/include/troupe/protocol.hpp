@@ -148,8 +148,10 @@ typename Inspector::result_type inspect(Inspector& f, consumer_report& x) {
 /// Serializes every database access of one connection (a detached actor owning one PGconn);
 /// the storage router offers the same interface over a pool of them.
 using storage_actor = caf::typed_actor<
-  // claim up to `limit` messages of `queue` for node `node_id`
-  caf::replies_to<claim_atom, std::string, std::int32_t, std::int32_t>::with<storage::claim_result>,
+  // claim up to `limit` messages of `queue` for node `node_id`; when fewer than `eta_below`
+  // came back, also report when the next delayed message is due
+  caf::replies_to<claim_atom, std::string, std::int32_t, std::int32_t,
+                  std::int32_t>::with<storage::claim_result>,
   // write outcomes of node `node_id`; replies with how many were still owned and got written
   caf::replies_to<complete_atom, std::int32_t, std::vector<storage::outcome>>::with<std::int64_t>,
   // put unstarted claimed messages back; replies with how many
