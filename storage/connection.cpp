@@ -380,8 +380,14 @@ result connection::copy_in(const statement& st, std::string_view data, std::stri
   // Ending the COPY with an error message makes the server abort it when the data did not go.
   sent = PQputCopyEnd(c, sent ? nullptr : "troupe: sending COPY data failed") == 1 && sent;
   PGresult* end = PQgetResult(c);
-  while (PGresult* extra = PQgetResult(c))
+  while (PGresult* extra = PQgetResult(c)) {
+    // Still in COPY state only when ending the COPY failed locally (out of memory): stop
+    // rather than loop; the connection is reported broken below.
+    bool stuck = PQresultStatus(extra) == PGRES_COPY_IN;
     PQclear(extra);
+    if (stuck)
+      break;
+  }
   if (!sent && end && PQresultStatus(end) == PGRES_COMMAND_OK) {
     PQclear(end);
     throw_error(conn_.get(), nullptr, st.name);

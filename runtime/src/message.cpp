@@ -59,16 +59,23 @@ std::string new_message_id() {
 }
 
 bool parse_uuid(std::string_view text, std::string& canonical) {
-  if (text.size() == 38 && text.front() == '{' && text.back() == '}')
-    text = text.substr(1, 36);
-  if (text.size() != 32 && text.size() != 36)
-    return false;
-  // One pass, no allocation beyond `canonical` (this runs for every published message).
+  // The spellings PostgreSQL's uuid input takes, no more: optional braces around 32 hex
+  // digits, with at most one hyphen after any group of four (but not after the last). Batches
+  // written with COPY do not go through that input, so this check is the one that counts.
+  if (!text.empty() && text.front() == '{') {
+    if (text.size() < 2 || text.back() != '}')
+      return false;
+    text = text.substr(1, text.size() - 2);
+  }
   char digits[32];
   std::size_t n = 0;
-  for (char c : text) {
-    if (c == '-')
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '-') {
+      if (n == 0 || n % 4 != 0 || n == 32 || text[i - 1] == '-')
+        return false;
       continue;
+    }
     char l = (c >= 'A' && c <= 'F') ? static_cast<char>(c - 'A' + 'a') : c;
     if (n == 32 || !((l >= '0' && l <= '9') || (l >= 'a' && l <= 'f')))
       return false;

@@ -146,6 +146,31 @@ CAF_TEST(a large batch stores every field as given) {
   CAF_CHECK_EQUAL(rows(fmt::format("message_id = '{}'", canonical)), 1);
 }
 
+CAF_TEST(ids are accepted exactly when PostgreSQL accepts them) {
+  // Large batches send ids as bytes (COPY), small ones as text (uuid input): both must take
+  // the same spellings, so the client accepts exactly what uuid input does.
+  for (const char* id :
+       {"0190f1e2-aaaa-7bbb-8ccc-0123456789ab", "0190F1E2-AAAA-7BBB-8CCC-0123456789AB",
+        "{0190f1e2-aaaa-7bbb-8ccc-0123456789ab}", "0190f1e2aaaa7bbb8ccc0123456789ab",
+        "0190f1e2-aaaa7bbb-8ccc0123-456789ab", "0-190f1e2aaaa-7bbb-8ccc-0123456789ab",
+        "0190f1e2--aaaa7bbb8ccc0123456789ab", "-0190f1e2aaaa7bbb8ccc0123456789ab",
+        "0190f1e2aaaa7bbb8ccc0123456789ab-", "{0190f1e2aaaa7bbb8ccc0123456789ab",
+        "0190f1e2aaaa7bbb8ccc0123456789ab}", "0190f1e2aaaa7bbb8ccc0123456789a",
+        "0190f1e2aaaa7bbb8ccc0123456789abc", "0190f1e2 aaaa7bbb8ccc0123456789ab", ""}) {
+    std::string canonical;
+    bool ours = parse_uuid(id, canonical);
+    bool postgres = true;
+    try {
+      area.sql().exec_params("SELECT $1::uuid", {std::string(id)}, "uuid input");
+    } catch (const error&) {
+      postgres = false;
+    }
+    CAF_CHECK_EQUAL(ours, postgres);
+    if (ours != postgres)
+      CAF_MESSAGE("differs on \"" << id << "\"");
+  }
+}
+
 CAF_TEST(a large batch puts back a message whose id is stored) {
   std::vector<message> first;
   for (int i = 0; i < 40; ++i)

@@ -36,6 +36,16 @@ CAF_TEST(any textual uuid form is accepted and canonicalized) {
   CAF_CHECK(!parse_uuid("0190f1e2a-aaaa-7bbb-8ccc0123456789ab", c));
   CAF_CHECK(!parse_uuid("0190f1e2-aaaa-7bbb-8ccc-0123456789a-", c));
   CAF_CHECK(!parse_uuid("0190f1e2-aaaa-7bbb-8ccc-0123456789ag", c));
+  // PostgreSQL's spellings: a hyphen after any group of four digits, braces around it all.
+  CAF_CHECK(parse_uuid("0190f1e2-aaaa7bbb-8ccc0123-456789ab", c));
+  CAF_CHECK_EQUAL(c, "0190f1e2-aaaa-7bbb-8ccc-0123456789ab");
+  CAF_CHECK(parse_uuid("{0190f1e2aaaa7bbb8ccc0123456789ab}", c));
+  CAF_CHECK(!parse_uuid("0-190f1e2aaaa-7bbb-8ccc-0123456789ab", c)); // hyphen after one digit
+  CAF_CHECK(!parse_uuid("0190-f1e2--aaaa7bbb8ccc0123456789ab", c));  // two hyphens
+  CAF_CHECK(!parse_uuid("-0190f1e2aaaa7bbb8ccc0123456789ab", c));    // a leading hyphen
+  CAF_CHECK(!parse_uuid("{0190f1e2aaaa7bbb8ccc0123456789ab", c));    // an unclosed brace
+  CAF_CHECK(!parse_uuid("0190f1e2aaaa7bbb8ccc0123456789ab}", c));
+  CAF_CHECK(!parse_uuid("", c));
 }
 
 CAF_TEST(a task reference builds a message for its queue) {
