@@ -4,7 +4,6 @@
 // nothing in flight it waits on its mailbox only.
 #include "troupe/async_transactional.hpp"
 #include "troupe/caf.hpp"
-#include "troupe/log.hpp"
 
 #include <libpq-fe.h>
 #include <poll.h>

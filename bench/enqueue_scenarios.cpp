@@ -30,6 +30,24 @@ void fill(scenario_result& r, std::int64_t tasks, clock_type::time_point start,
     r.peak_rss_mb = rss->peak_mb;
 }
 
+/// Runs `call(i)` for each i below `n`, timing each call, with a progress display; fills the
+/// figures of `r` from those times.
+template <class Call>
+void time_calls(scenario_result& r, std::int64_t n, Call&& call) {
+  std::vector<double> latencies;
+  latencies.reserve(static_cast<std::size_t>(n));
+  progress bar(r.scenario, n);
+  auto start = clock_type::now();
+  for (std::int64_t i = 0; i < n; ++i) {
+    auto t0 = clock_type::now();
+    call(i);
+    latencies.push_back(ms_between(t0, clock_type::now()));
+    bar.update(i + 1);
+  }
+  bar.finish();
+  fill(r, n, start, latencies);
+}
+
 } // namespace
 
 scenario_result run_enqueue_single(bench_context& ctx) {
@@ -38,18 +56,7 @@ scenario_result run_enqueue_single(bench_context& ctx) {
   auto n = ctx.tasks_or(5'000, 1'000);
   client producer({ctx.options().dsn, where, "troupe-bench-producer"});
   producer.enqueue(noop(-1)); // opens the connection and prepares the statement
-  std::vector<double> latencies;
-  latencies.reserve(static_cast<std::size_t>(n));
-  progress bar("enqueue-single", n);
-  auto start = clock_type::now();
-  for (std::int64_t i = 0; i < n; ++i) {
-    auto t0 = clock_type::now();
-    producer.enqueue(noop(i));
-    latencies.push_back(ms_between(t0, clock_type::now()));
-    bar.update(i + 1);
-  }
-  bar.finish();
-  fill(r, n, start, latencies);
+  time_calls(r, n, [&](std::int64_t i) { producer.enqueue(noop(i)); });
   r.set("method", "client::enqueue, one message per call and per transaction");
   r.set("latency", "per call");
   return r;
@@ -128,12 +135,7 @@ scenario_result run_enqueue_tx(bench_context& ctx) {
             " (id bigserial PRIMARY KEY, customer text NOT NULL, amount numeric(12, 2) NOT NULL,"
             " created_at timestamptz NOT NULL DEFAULT now())");
   auto insert_order = "INSERT INTO " + orders + " (customer, amount) VALUES ($1, $2)";
-  std::vector<double> latencies;
-  latencies.reserve(static_cast<std::size_t>(n));
-  progress bar("enqueue-tx", n);
-  auto start = clock_type::now();
-  for (std::int64_t i = 0; i < n; ++i) {
-    auto t0 = clock_type::now();
+  time_calls(r, n, [&](std::int64_t i) {
     conn.exec("BEGIN");
     conn.exec_params(
       insert_order,
@@ -141,11 +143,7 @@ scenario_result run_enqueue_tx(bench_context& ctx) {
       "insert_order");
     enqueue_in_transaction(conn.native(), where, noop(i));
     conn.exec("COMMIT");
-    latencies.push_back(ms_between(t0, clock_type::now()));
-    bar.update(i + 1);
-  }
-  bar.finish();
-  fill(r, n, start, latencies);
+  });
   r.set("method", "BEGIN; INSERT an order; enqueue_in_transaction; COMMIT (own libpq connection)");
   r.set("latency", "per transaction");
   return r;

@@ -83,9 +83,19 @@ void cpu_into(scenario_result& r, const cpu_sample& a, const cpu_sample& b, std:
         per_k((b.machine_busy_s - a.machine_busy_s) - (b.process_s - a.process_s)) * 1000.0);
 }
 
-std::int64_t count_done(storage::connection& conn, const area& where) {
-  return conn.exec("SELECT count(*) FROM " + queue_table(where) + " WHERE state = 'done'")
-    .int64(0, 0);
+// Checks in the database that all `n` messages are done, then fills the timed figures of `r`:
+// `n` messages from `from` to `to`, and the peak RSS.
+void record_drain(scenario_result& r, storage::connection& conn, const area& where, std::int64_t n,
+                  clock_type::time_point from, clock_type::time_point to) {
+  auto done =
+    conn.exec("SELECT count(*) FROM " + queue_table(where) + " WHERE state = 'done'").int64(0, 0);
+  if (done != n)
+    throw error(errc::bug, fmt::format("{}: {} of {} messages done", r.scenario, done, n));
+  r.tasks = n;
+  r.seconds = ms_between(from, to) / 1000.0;
+  r.per_second = static_cast<double>(n) / *r.seconds;
+  if (auto rss = read_rss())
+    r.peak_rss_mb = rss->peak_mb;
 }
 
 } // namespace
@@ -114,14 +124,7 @@ scenario_result run_burn_down(bench_context& ctx) {
     cpu_end = sample_cpu();
   });
   auto first = clock_type::time_point(std::chrono::nanoseconds(probe.first_start_ns.load()));
-  auto done = count_done(conn, where);
-  if (done != n)
-    throw error(errc::bug, fmt::format("burn-down: {} of {} messages done", done, n));
-  r.tasks = n;
-  r.seconds = ms_between(first, t_done) / 1000.0;
-  r.per_second = static_cast<double>(n) / *r.seconds;
-  if (auto rss = read_rss())
-    r.peak_rss_mb = rss->peak_mb;
+  record_drain(r, conn, where, n, first, t_done);
   ctx.burn_down_rate = r.per_second;
   r.set("timed", "first task start to the last message recorded done in the database");
   r.set("startup_ms", ms_between(t_start, first));
@@ -160,14 +163,7 @@ scenario_result run_mixed(bench_context& ctx) {
     t_done = clock_type::now();
     cpu_end = sample_cpu();
   });
-  auto done = count_done(conn, where);
-  if (done != n)
-    throw error(errc::bug, fmt::format("mixed: {} of {} messages done", done, n));
-  r.tasks = n;
-  r.seconds = ms_between(t0, t_done) / 1000.0;
-  r.per_second = static_cast<double>(n) / *r.seconds;
-  if (auto rss = read_rss())
-    r.peak_rss_mb = rss->peak_mb;
+  record_drain(r, conn, where, n, t0, t_done);
   r.set("timed", "first publish to the last message recorded done in the database");
   r.set("batch_size", batch_size);
   r.set("producer_per_second", static_cast<double>(n) * 1000.0 / ms_between(t0, t_published));

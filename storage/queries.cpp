@@ -71,6 +71,11 @@ params enqueue_params(const area& where, const std::vector<new_message>& batch, 
   };
 }
 
+params insert_params(params enqueue_values) {
+  enqueue_values.pop_back(); // the revive flag, enqueue_params' last
+  return enqueue_values;
+}
+
 params claim_keys_params(const std::vector<key_claim>& claims, std::int64_t token) {
   return params{
     column(claims, [](const key_claim& c) { return c.queue; }),
@@ -403,7 +408,7 @@ reap_report reap_dead_nodes(connection& conn, const statement_set& stmts,
   out.queues = parse_array_literal(res.text(0, 2));
   out.suspect_nodes = res.int64(0, 3);
   out.cleared_nodes = res.int64(0, 4);
-  // Expired deduplication keys go in bounded batches, a few per pass.
+  // Expired deduplication keys go in one bounded batch (1,000) per pass.
   out.pruned_keys = prune_deduplication_keys(conn, stmts, 1000);
   return out;
 }

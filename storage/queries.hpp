@@ -13,6 +13,8 @@ namespace troupe::storage {
 /// The parameters of the enqueue_messages statement for `batch` (also run on callers' own
 /// connections by transactional publishing).
 params enqueue_params(const area& where, const std::vector<new_message>& batch, bool revive);
+/// The parameters of insert_messages from those of enqueue_messages (all but the revive flag).
+params insert_params(params enqueue_values);
 
 /// The parameters of claim_deduplication_keys: one row per claim, and this call's token.
 params claim_keys_params(const std::vector<key_claim>& claims, std::int64_t token);

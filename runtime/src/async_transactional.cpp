@@ -6,7 +6,6 @@
 #include <libpq-fe.h>
 #include <poll.h>
 
-#include <deque>
 #include <exception>
 #include <string>
 
@@ -29,9 +28,7 @@ struct async_publish::impl {
   bool flushing = false;
   bool finished = false;
   bool cancel_requested = false;
-  bool released = false;
   std::exception_ptr failure;
-  storage::result last;
   std::vector<message> published;
 
   impl(pg_conn* c, detail::publish_plan p, bool sp) : conn(c), plan(std::move(p)), savepoint(sp) {}

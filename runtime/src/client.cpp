@@ -46,8 +46,8 @@ struct client::impl {
   std::optional<storage::connection> conn;
 
   // Runs `f(connection, first_try)`; a lost connection is reopened and `f` tried once more.
-  // Every write here is one statement that either committed or did not; the retry passes
-  // first_try = false so that a publish that did commit is not applied a second time.
+  // Every write here is one statement or one transaction that either committed or did not; the
+  // retry passes first_try = false so that a publish that did commit is not applied twice.
   template <class F>
   void with_connection(F&& f) {
     std::lock_guard guard{mutex};

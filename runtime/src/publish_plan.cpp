@@ -282,12 +282,12 @@ void run_on_own_connection(storage::connection& conn, publish_plan& plan) {
         exists = true;
       }
     }
+    // Without keys the plan's one step is enqueue_messages.
     while (auto step = plan.next()) {
-      if (step->statement->name == "enqueue_messages" && !exists) {
-        auto plain = step->values;
-        plain.pop_back(); // insert_messages has no revive flag
+      if (!exists) {
         try {
-          plan.accept(conn.run(plan.statements().get("insert_messages"), plain));
+          plan.accept(conn.run(plan.statements().get("insert_messages"),
+                               storage::insert_params(step->values)));
           continue;
         } catch (const error& e) {
           if (e.sqlstate() != "23505")

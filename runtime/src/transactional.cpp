@@ -31,9 +31,7 @@ bool simple(pg_conn* conn, const char* sql) {
 }
 
 std::vector<message> run_plan(pg_conn* conn, detail::publish_plan& plan, bool savepoint) {
-  if (plan.empty())
-    return plan.finish(true);
-  if (!savepoint) {
+  if (!savepoint || plan.empty()) {
     while (auto step = plan.next())
       plan.accept(run_step(conn, *step));
     return plan.finish(true);
