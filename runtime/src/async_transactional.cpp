@@ -88,7 +88,18 @@ struct async_publish::impl {
       send(step_kind::rollback);
       return true;
     }
-    if ((current_step = plan.next())) {
+    try {
+      current_step = plan.next();
+    } catch (...) {
+      // Not the connection's fault: what the savepoint holds is rolled back like a failed
+      // statement's.
+      failure = std::current_exception();
+      if (!savepoint)
+        return false;
+      send(step_kind::rollback);
+      return true;
+    }
+    if (current_step) {
       send(step_kind::plan);
       return true;
     }
@@ -122,8 +133,15 @@ struct async_publish::impl {
       }
       return;
     }
-    if (current == step_kind::plan)
+    if (current != step_kind::plan || failure)
+      return;
+    // A before_enqueue hook runs here, once the keys are claimed. What it throws fails the
+    // publish, and the savepoint is rolled back so the claimed keys are freed.
+    try {
       plan.accept(owned);
+    } catch (...) {
+      failure = std::current_exception();
+    }
   }
 
   bool advance() {

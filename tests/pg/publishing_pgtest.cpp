@@ -3,6 +3,7 @@
 
 #include "scratch_area.hpp"
 #include "storage/queries.hpp"
+#include "troupe/async_transactional.hpp"
 #include "troupe/caf.hpp"
 #include "troupe/client.hpp"
 #include "troupe/error.hpp"
@@ -11,6 +12,7 @@
 
 #include <fmt/format.h>
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <atomic>
 #include <cctype>
@@ -569,6 +571,41 @@ CAF_TEST(a cancelled asynchronous batch rolls back and the transaction stays usa
   CAF_CHECK_EQUAL(rows(), 0);
   CAF_CHECK_EQUAL(keys(), 0);
   self->send_exit(actor, caf::exit_reason::user_shutdown);
+}
+
+CAF_TEST(a hook refusing an asynchronous deduplicated batch frees its keys) {
+  // With keys, before_enqueue runs once the keys are claimed: its refusal must roll the claims
+  // back with the savepoint, or the caller's commit would keep keys no message holds.
+  struct refuse : middleware {
+    std::string name() const override { return "refuse"; }
+    void before_enqueue(message&) override { throw std::runtime_error("refused by the hook"); }
+  };
+  caller.exec("BEGIN");
+  caller.exec("INSERT INTO " + orders + " VALUES (1)");
+  PQsetnonblocking(caller.native(), 1);
+  auto publish = async_publish::many(caller.native(), area.where(), {job(1), job(2)},
+                                     {key("k1"), key("k2")}, {std::make_shared<refuse>()});
+  while (!publish.poll()) {
+    pollfd pfd{publish.socket(), static_cast<short>(POLLIN | (publish.wants_write() ? POLLOUT : 0)),
+               0};
+    ::poll(&pfd, 1, 1000);
+  }
+  std::string got = "no failure";
+  try {
+    publish.result();
+  } catch (const std::exception& e) {
+    got = e.what();
+  }
+  CAF_CHECK_EQUAL(got, "refused by the hook");
+  PQsetnonblocking(caller.native(), 0);
+  // The transaction stays usable: the same keys publish within it, without the hook.
+  auto again = enqueue_many_in_transaction(caller.native(), area.where(), {job(3), job(4)},
+                                           {key("k1"), key("k2")});
+  caller.exec("COMMIT");
+  CAF_CHECK_EQUAL(area.scalar("SELECT count(*) FROM " + orders), 1);
+  CAF_CHECK_EQUAL(rows(), 2);
+  CAF_CHECK_EQUAL(keys(), 2);
+  CAF_CHECK_EQUAL(rows(fmt::format("message_id IN ('{}', '{}')", again[0].id, again[1].id)), 2);
 }
 
 CAF_TEST(the asynchronous publish refuses blocking and idle connections before any SQL) {
