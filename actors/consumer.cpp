@@ -36,6 +36,24 @@ struct consumer_state {
   // A notification (or the eta timer) came while a claim was in flight: that claim may have run
   // before the new rows committed (or came due), so another one follows it.
   bool wake_during_claim = false;
+  // Whether the queue may hold ready rows this consumer has not claimed: set by whatever can
+  // bring them (a notification, the eta timer, the poll, a full claim, a retry written by the
+  // batcher), cleared by a claim that came back short. Executors that finish claim again only
+  // while it is set, so a node keeping up with its producer asks once per notification instead
+  // of once more each time its executors run dry.
+  bool maybe_more = true;
+  // Retries handed to the batcher, by their number among this consumer's outcomes: once one
+  // is written, its row is queued again (with an eta), and a claim looks for it.
+  // Whether something may have added a delayed message since the last next_eta answer (every
+  // wake counts: a notification does not say whether its messages are delayed). A claim that
+  // takes everything ready leaves no finished task to claim again, so the consumer then asks
+  // for the eta on its own (an eta probe) while the executors work.
+  std::int64_t eta_generation = 1; // bumped by every such event
+  std::int64_t eta_known_for = 0;  // the generation the last next_eta answer covers
+  bool probing = false;            // an eta probe is in flight
+  std::int64_t outcomes_sent = 0;
+  std::int64_t outcomes_settled = 0;
+  std::deque<std::int64_t> retries_unsettled;
   std::int32_t releasing = 0; // hand-back requests in flight
   // After a failed claim: no claims until the rows it may have taken are handed back.
   bool needs_recovery = false; // a failed claim has not been cleaned up yet
@@ -110,11 +128,55 @@ void schedule_wake(consumer_ptr self, milliseconds after) {
   self->delayed_send(self, after, eta_atom_v);
 }
 
-void on_claimed(consumer_ptr self, std::int32_t asked, storage::claim_result& res) {
+void maybe_probe_eta(consumer_ptr self);
+
+void eta_may_change(consumer_ptr self) {
+  auto& st = self->state;
+  st.maybe_more = true;
+  ++st.eta_generation;
+}
+
+void on_eta(consumer_ptr self, std::int64_t generation, std::int64_t next_eta_ms) {
+  auto& st = self->state;
+  st.eta_known_for = std::max(st.eta_known_for, generation);
+  if (next_eta_ms >= 0)
+    schedule_wake(self, milliseconds{next_eta_ms + 1});
+}
+
+// Asks when the next delayed message is due, apart from any claim, if the last answer may be
+// stale. Only after a claim that found nothing more ready (otherwise a claim follows anyway).
+void maybe_probe_eta(consumer_ptr self) {
+  auto& st = self->state;
+  if (st.probing || st.stopping || st.maybe_more || st.eta_known_for >= st.eta_generation)
+    return;
+  st.probing = true;
+  auto generation = st.eta_generation;
+  self
+    ->request(st.settings.storage, seconds(30), claim_atom_v, st.settings.queue.name,
+              st.settings.node_id, std::int32_t{0}, std::int32_t{1})
+    .then(
+      [=](storage::claim_result& res) {
+        self->state.probing = false;
+        on_eta(self, generation, res.next_eta_ms);
+        maybe_probe_eta(self); // a wake during the probe may have made it stale again
+      },
+      [=](caf::error& err) {
+        auto& s = self->state;
+        s.probing = false;
+        log().warn("next_eta failed queue={} error={}; the poll looks again", s.settings.queue.name,
+                   describe(err));
+      });
+}
+
+void on_claimed(consumer_ptr self, std::int32_t asked, std::int32_t eta_below,
+                std::int64_t generation, storage::claim_result& res) {
   auto& st = self->state;
   st.claiming = 0;
   st.retry_backoff = milliseconds{0};
   auto woken = std::exchange(st.wake_during_claim, false);
+  // A full batch means there is probably more; a wake during the claim means there may be.
+  bool more = static_cast<std::int32_t>(res.messages.size()) == asked || woken;
+  st.maybe_more = st.maybe_more && more;
   for (auto& m : res.messages)
     st.ready.push_back(std::move(m));
   if (st.stopping) {
@@ -123,11 +185,12 @@ void on_claimed(consumer_ptr self, std::int32_t asked, storage::claim_result& re
     return;
   }
   dispatch(self);
-  if (res.next_eta_ms >= 0)
-    schedule_wake(self, milliseconds{res.next_eta_ms + 1});
-  // A full batch means there is probably more; a wake during the claim means there may be.
-  if (static_cast<std::int32_t>(res.messages.size()) == asked || woken)
+  if (static_cast<std::int32_t>(res.messages.size()) < eta_below)
+    on_eta(self, generation, res.next_eta_ms); // the claim asked for it
+  if (more)
     maybe_claim(self);
+  else
+    maybe_probe_eta(self);
 }
 
 void maybe_claim(consumer_ptr self) {
@@ -138,6 +201,8 @@ void maybe_claim(consumer_ptr self) {
     recover_after_failed_claim(self);
     return;
   }
+  if (!st.maybe_more)
+    return;
   auto free = st.free_slots();
   // Claim when at least half the capacity is free, or when the executors are about to run dry:
   // batches stay large under load and latency stays low when idle.
@@ -149,10 +214,11 @@ void maybe_claim(consumer_ptr self) {
   // next one to finish claims again, and a delayed message could not start sooner anyway.
   auto idle = std::max<std::int32_t>(1, st.settings.queue.concurrency - st.running -
                                           static_cast<std::int32_t>(st.ready.size()));
+  auto generation = st.eta_generation;
   self
     ->request(st.settings.storage, seconds(30), claim_atom_v, st.settings.queue.name,
               st.settings.node_id, free, idle)
-    .then([=](storage::claim_result& res) { on_claimed(self, free, res); },
+    .then([=](storage::claim_result& res) { on_claimed(self, free, idle, generation, res); },
           [=](caf::error& err) {
             auto& s = self->state;
             s.claiming = 0;
@@ -273,6 +339,9 @@ void settle(consumer_ptr self, slot& s, storage::outcome out) {
   if (st.recovering)
     st.completed_during_recovery.push_back(out.id);
   ++st.unsettled;
+  ++st.outcomes_sent;
+  if (out.state == storage::outcome_state::retry)
+    st.retries_unsettled.push_back(st.outcomes_sent);
   self->send(st.settings.batcher, complete_atom_v, std::move(out));
 }
 
@@ -378,6 +447,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
   return {
     [=](wake_atom) {
       auto& s = self->state;
+      eta_may_change(self);
       if (s.claiming > 0)
         s.wake_during_claim = true;
       maybe_claim(self);
@@ -385,6 +455,12 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
     [=](flush_atom, std::int64_t settled) {
       auto& st = self->state;
       st.unsettled = std::max<std::int32_t>(0, st.unsettled - static_cast<std::int32_t>(settled));
+      // The batcher settles outcomes in the order it got them.
+      st.outcomes_settled += settled;
+      while (!st.retries_unsettled.empty() && st.retries_unsettled.front() <= st.outcomes_settled) {
+        st.retries_unsettled.pop_front();
+        eta_may_change(self); // a claim, then next_eta sets the timer for the retry's eta
+      }
       maybe_claim(self);
     },
     [=](executed_atom, std::int32_t index, storage::outcome& out) {
@@ -421,6 +497,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       auto& s = self->state;
       if (s.stopping)
         return;
+      eta_may_change(self); // rows inserted without a notification, or one that was lost
       maybe_claim(self);
       self->delayed_send(self, s.jittered(s.settings.queue.poll_interval), poll_atom_v);
     },
@@ -444,6 +521,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       auto& s = self->state;
       if (s.eta_wake && *s.eta_wake <= steady_clock::now())
         s.eta_wake.reset();
+      eta_may_change(self); // what came due is claimed now, and the next eta is unknown
       if (s.claiming > 0)
         s.wake_during_claim = true; // that claim may have looked just before the eta
       maybe_claim(self);

@@ -238,9 +238,27 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
   }
 }
 
+namespace {
+
+std::int64_t next_eta(connection& conn, const statement_set& stmts, const std::string& queue) {
+  auto eta = conn.run(stmts.get("next_eta"), {queue});
+  if (eta.rows() > 0 && !eta.is_null(0, 0))
+    return std::max<std::int64_t>(0, eta.int64(0, 0));
+  return -1;
+}
+
+} // namespace
+
 claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,
                          std::int32_t node_id, std::int32_t limit, std::int32_t eta_below) {
   claim_result out;
+  if (limit <= 0) {
+    // Only the eta: a consumer that claimed everything ready asks it apart from its claim, so
+    // the claim's reply (every message's start) does not wait for it.
+    if (eta_below > 0)
+      out.next_eta_ms = next_eta(conn, stmts, queue);
+    return out;
+  }
   auto res =
     conn.run(stmts.get("claim_batch"), {queue, std::to_string(node_id), std::to_string(limit)});
   out.messages.reserve(res.rows());
@@ -257,11 +275,8 @@ claim_result claim_batch(connection& conn, const statement_set& stmts, const std
   }
   // Asking after every short claim cost a third of a millisecond on each claim's reply; the
   // consumer asks only when the claim would leave an executor idle (see actors/consumer.cpp).
-  if (res.rows() < eta_below) {
-    auto eta = conn.run(stmts.get("next_eta"), {queue});
-    if (eta.rows() > 0 && !eta.is_null(0, 0))
-      out.next_eta_ms = std::max<std::int64_t>(0, eta.int64(0, 0));
-  }
+  if (res.rows() < eta_below)
+    out.next_eta_ms = next_eta(conn, stmts, queue);
   return out;
 }
 
@@ -313,15 +328,17 @@ std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::
     std::to_string(node_id),
     column(messages, [](const claimed_message& m) { return m.id; }),
     column(messages, [](const claimed_message& m) { return std::to_string(m.attempt); }),
+    wake_channel(stmts.where()),
   };
-  return conn.run(stmts.get("release_claimed"), p).affected();
+  return conn.run(stmts.get("release_claimed"), p).int64(0, 0);
 }
 
 std::int64_t recover_unheld(connection& conn, const statement_set& stmts, std::int32_t node_id,
                             const std::string& queue, const std::vector<std::string>& held_ids) {
   return conn
-    .run(stmts.get("recover_unheld"), {std::to_string(node_id), queue, array_literal(held_ids)})
-    .affected();
+    .run(stmts.get("recover_unheld"),
+         {std::to_string(node_id), queue, array_literal(held_ids), wake_channel(stmts.where())})
+    .int64(0, 0);
 }
 
 std::vector<finished_message> read_results(connection& conn, const statement_set& stmts,
@@ -400,8 +417,9 @@ void deregister_node(connection& conn, const statement_set& stmts, std::int32_t 
 
 reap_report reap_dead_nodes(connection& conn, const statement_set& stmts,
                             std::chrono::milliseconds grace) {
-  auto res = conn.run(stmts.get("reap_dead_nodes"), {std::to_string(node_lock_class(stmts.where())),
-                                                     std::to_string(grace.count())});
+  auto res = conn.run(stmts.get("reap_dead_nodes"),
+                      {std::to_string(node_lock_class(stmts.where())),
+                       std::to_string(grace.count()), wake_channel(stmts.where())});
   reap_report out;
   out.dead_nodes = res.int64(0, 0);
   out.recovered = res.int64(0, 1);

@@ -44,7 +44,8 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
 std::string copy_messages_data(const std::vector<new_message>& batch);
 
 /// Claims up to `limit` ready messages of `queue` for `node_id`; when fewer than `eta_below`
-/// came back (by default: none), also asks when the next delayed message is due.
+/// came back (by default: none), also asks when the next delayed message is due. A `limit` of 0
+/// claims nothing and only asks for the eta (if `eta_below` is positive).
 claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,
                          std::int32_t node_id, std::int32_t limit, std::int32_t eta_below = 1);
 

@@ -27,7 +27,8 @@ DELETE FROM {{t:nodes}} WHERE node_id = $1
 -- row goes, and every message it was running goes back to its queue (so does a running message
 -- whose owner has no row at all). The grace lets a live node's listener reconnect after a
 -- database restart without its running tasks being handed to other nodes. Returns the counts
--- and the queues that got messages back.
+-- and the queues that got messages back, and wakes each of those queues (channel $3) on every
+-- node.
 WITH live AS (
   SELECT n.node_id FROM {{t:nodes}} n
     JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
@@ -56,4 +57,6 @@ recovered AS (
   RETURNING q.queue_name)
 SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM recovered),
        coalesce((SELECT array_agg(DISTINCT queue_name) FROM recovered), '{}')::text,
-       (SELECT count(*) FROM suspect), (SELECT count(*) FROM cleared)
+       (SELECT count(*) FROM suspect), (SELECT count(*) FROM cleared),
+       (SELECT count(*) FROM (SELECT pg_notify($3, d.queue_name)
+                                FROM (SELECT DISTINCT queue_name FROM recovered) d) n)

@@ -135,20 +135,31 @@ SELECT w.message_id::text FROM written w CROSS JOIN (SELECT count(*) FROM woken)
 
 -- name: release_claimed
 -- Returns claimed messages that never started (prefetched at shutdown) to the queue, as if they
--- had not been claimed: same eta, the claim's attempt taken back.
-UPDATE {{t:queue}} q
-   SET state = 'queued', owner_node = NULL, attempts = q.attempts - 1, started_at = NULL
-  FROM unnest($2::uuid[], $3::integer[]) AS c(id, attempt)
- WHERE q.message_id = c.id AND q.owner_node = $1 AND q.attempts = c.attempt
-   AND q.state = 'running'
+-- had not been claimed: same eta, the claim's attempt taken back. Each queue that got rows back
+-- is woken (channel $4), so that other nodes start them now, not at their next poll.
+WITH back AS (
+  UPDATE {{t:queue}} q
+     SET state = 'queued', owner_node = NULL, attempts = q.attempts - 1, started_at = NULL
+    FROM unnest($2::uuid[], $3::integer[]) AS c(id, attempt)
+   WHERE q.message_id = c.id AND q.owner_node = $1 AND q.attempts = c.attempt
+     AND q.state = 'running'
+  RETURNING q.queue_name)
+SELECT (SELECT count(*) FROM back),
+       (SELECT count(*) FROM (SELECT pg_notify($4, d.queue_name)
+                                FROM (SELECT DISTINCT queue_name FROM back) d) n)
 
 -- name: recover_unheld
 -- After a claim whose outcome is unknown (the connection broke while it ran), node $1's consumer
--- of queue $2 hands back every row it owns but does not hold ($3), as if never claimed.
-UPDATE {{t:queue}}
-   SET state = 'queued', owner_node = NULL, attempts = attempts - 1, started_at = NULL
- WHERE state = 'running' AND owner_node = $1 AND queue_name = $2
-   AND message_id <> ALL ($3::uuid[])
+-- of queue $2 hands back every row it owns but does not hold ($3), as if never claimed. The
+-- queue is woken (channel $4) when rows went back.
+WITH back AS (
+  UPDATE {{t:queue}}
+     SET state = 'queued', owner_node = NULL, attempts = attempts - 1, started_at = NULL
+   WHERE state = 'running' AND owner_node = $1 AND queue_name = $2
+     AND message_id <> ALL ($3::uuid[])
+  RETURNING 1)
+SELECT (SELECT count(*) FROM back),
+       (SELECT count(*) FROM (SELECT pg_notify($4, $2) WHERE EXISTS (SELECT 1 FROM back)) n)
 
 -- name: queue_stats
 -- Per queue: counts per state, ready (queued and due), scheduled (queued, not yet due) and the

@@ -32,6 +32,23 @@ struct fixture {
   std::int64_t count(const std::string& where) {
     return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
   }
+
+  // The wake payloads `listener` receives, once it has `n` of them (or 5 s have passed).
+  static std::multiset<std::string> wakes(storage::connection& listener, std::size_t n = 1) {
+    std::multiset<std::string> payloads;
+    testkit::wait_until(
+      [&] {
+        listener.exec("SELECT 1");
+        auto* pg = reinterpret_cast<PGconn*>(listener.native());
+        for (auto* note = PQnotifies(pg); note; note = PQnotifies(pg)) {
+          payloads.insert(note->extra);
+          PQfreemem(note);
+        }
+        return payloads.size() >= n;
+      },
+      5s);
+    return payloads;
+  }
 };
 
 task_ref<void(int)> job{"job"};
@@ -200,18 +217,28 @@ CAF_TEST(a retry outcome puts the message back with a later eta) {
   CAF_CHECK_EQUAL(count("state = 'queued' AND eta > now() + interval '50 s' AND attempts = 1"), 1);
 }
 
-CAF_TEST(released messages go back as if never claimed) {
+CAF_TEST(released messages go back as if never claimed and wake their queue) {
   for (int i = 0; i < 3; ++i)
     producer.enqueue(job(i));
   auto n = node(area.sql());
   auto c = storage::claim_batch(area.sql(), area.statements(), "default", n, 3);
+  auto listener = storage::connection::open(area.dsn(), "listener");
+  listener.exec("LISTEN " + quote_identifier(wake_channel(area.where())));
   CAF_CHECK_EQUAL(storage::release_claimed(area.sql(), area.statements(), n, c.messages), 3);
   CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0 AND owner_node IS NULL"), 3);
+  // Other nodes start them at once, not at their next poll.
+  CAF_CHECK_EQUAL(wakes(listener), std::multiset<std::string>{"default"});
+  // Nothing released, no wake: the next one the listener gets is a later publish's.
+  CAF_CHECK_EQUAL(storage::release_claimed(area.sql(), area.statements(), n, c.messages), 0);
+  producer.enqueue(job(9).on_queue("later"));
+  CAF_CHECK_EQUAL(wakes(listener), std::multiset<std::string>{"later"});
 }
 
 CAF_TEST(a node whose lock stays free past the grace is dead and its messages go back) {
   for (int i = 0; i < 4; ++i)
     producer.enqueue(job(i));
+  auto listener = storage::connection::open(area.dsn(), "listener");
+  listener.exec("LISTEN " + quote_identifier(wake_channel(area.where())));
   {
     auto doomed = storage::connection::open(area.dsn(), "doomed-node");
     auto id = storage::register_node(doomed, area.statements(), who);
@@ -237,6 +264,7 @@ CAF_TEST(a node whose lock stays free past the grace is dead and its messages go
   CAF_CHECK_EQUAL(second.dead_nodes, 1);
   CAF_CHECK_EQUAL(second.recovered, 4);
   CAF_CHECK_EQUAL(second.queues, std::vector<std::string>{"default"});
+  CAF_CHECK_EQUAL(wakes(listener), std::multiset<std::string>{"default"});
   CAF_CHECK_EQUAL(count("state = 'queued' AND owner_node IS NULL AND attempts = 1"), 4);
   auto again = storage::reap_dead_nodes(area.sql(), area.statements(), 0ms);
   CAF_CHECK_EQUAL(again.dead_nodes, 0);

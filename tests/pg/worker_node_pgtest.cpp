@@ -163,6 +163,19 @@ CAF_TEST(a delayed message starts on time beside a long task) {
   stop(node);
 }
 
+CAF_TEST(a delayed message is found while every executor is busy) {
+  // Published before the node starts, so its first claim is its only one (no notification
+  // follows). The one executor takes the long task, so that claim leaves none idle and does
+  // not ask for the eta, and nothing is ready after it: the node must still learn when the
+  // delayed message is due, and run it when the long task ends (not at the poll, 10 s).
+  auto sent = producer.enqueue_many({nap(1500), add(6, 6)}, {{}, enqueue_options::delayed(400ms)});
+  auto node = spawn_worker_node(*sys, options(1, 4), tasks);
+  CAF_CHECK(testkit::wait_until(
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", sent[1].id)) == 1; },
+    4s));
+  stop(node);
+}
+
 CAF_TEST(a graceful stop finishes running tasks and hands back prefetched ones) {
   auto node = spawn_worker_node(*sys, options(1, 5), tasks);
   naps_started = 0;
