@@ -149,21 +149,11 @@ void put_field(std::string& out, std::string_view bytes) {
 // The id's 16 bytes, from the spellings PostgreSQL's uuid input accepts (parse_uuid), so a
 // batch written with COPY takes exactly the ids an INSERT would.
 void put_uuid(std::string& out, const std::string& id) {
-  thread_local std::string canonical;
-  if (!parse_uuid(id, canonical))
+  unsigned char bytes[16];
+  if (!parse_uuid_bytes(id, bytes))
     throw error(errc::invalid_argument, "message id \"" + id + "\" is not a UUID");
-  char bytes[16];
-  int digits = 0;
-  for (char c : canonical) {
-    if (c == '-')
-      continue;
-    int v = c <= '9' ? c - '0' : c - 'a' + 10; // canonical: lower-case hex digits
-    auto& b = bytes[digits / 2];
-    b = static_cast<char>(digits % 2 == 0 ? v << 4 : (static_cast<unsigned char>(b) | v));
-    ++digits;
-  }
   put_be(out, 16, 4);
-  out.append(bytes, 16);
+  out.append(reinterpret_cast<const char*>(bytes), 16);
 }
 
 void put_jsonb(std::string& out, const std::string& json) {

@@ -58,16 +58,46 @@ std::string new_message_id() {
   return out;
 }
 
-bool parse_uuid(std::string_view text, std::string& canonical) {
-  // The spellings PostgreSQL's uuid input takes, no more: optional braces around 32 hex
-  // digits, with at most one hyphen after any group of four (but not after the last). Batches
-  // written with COPY do not go through that input, so this check is the one that counts.
+namespace {
+
+// Each character's value as a hex digit, or -1.
+constexpr std::array<std::int8_t, 256> hex_values = [] {
+  std::array<std::int8_t, 256> t{};
+  for (auto& v : t)
+    v = -1;
+  for (int c = 0; c < 10; ++c)
+    t['0' + c] = static_cast<std::int8_t>(c);
+  for (int c = 0; c < 6; ++c) {
+    t['a' + c] = static_cast<std::int8_t>(10 + c);
+    t['A' + c] = static_cast<std::int8_t>(10 + c);
+  }
+  return t;
+}();
+
+// The 32 digit values of a UUID spelled any way PostgreSQL's uuid input takes, no more:
+// optional braces around 32 hex digits, with at most one hyphen after any group of four (but
+// not after the last). Batches written with COPY do not go through that input, so this check
+// is the one that counts.
+bool uuid_digits(std::string_view text, std::int8_t (&digits)[32]) {
+  // The canonical spelling (every id Troupe makes) first, without the general loop.
+  if (text.size() == 36 && text[8] == '-' && text[13] == '-' && text[18] == '-' &&
+      text[23] == '-') {
+    std::int8_t bad = 0;
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < 36; ++i) {
+      if (i == 8 || i == 13 || i == 18 || i == 23)
+        continue;
+      auto v = hex_values[static_cast<unsigned char>(text[i])];
+      bad |= v; // -1 sets the sign bit
+      digits[n++] = v;
+    }
+    return bad >= 0;
+  }
   if (!text.empty() && text.front() == '{') {
     if (text.size() < 2 || text.back() != '}')
       return false;
     text = text.substr(1, text.size() - 2);
   }
-  char digits[32];
   std::size_t n = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
@@ -76,26 +106,43 @@ bool parse_uuid(std::string_view text, std::string& canonical) {
         return false;
       continue;
     }
-    char l = (c >= 'A' && c <= 'F') ? static_cast<char>(c - 'A' + 'a') : c;
-    if (n == 32 || !((l >= '0' && l <= '9') || (l >= 'a' && l <= 'f')))
+    auto v = hex_values[static_cast<unsigned char>(c)];
+    if (n == 32 || v < 0)
       return false;
-    digits[n++] = l;
+    digits[n++] = v;
   }
-  if (n != 32)
+  return n == 32;
+}
+
+} // namespace
+
+bool parse_uuid_bytes(std::string_view text, unsigned char (&bytes)[16]) {
+  std::int8_t digits[32];
+  if (!uuid_digits(text, digits))
     return false;
+  for (std::size_t i = 0; i < 16; ++i)
+    bytes[i] = static_cast<unsigned char>((digits[2 * i] << 4) | digits[2 * i + 1]);
+  return true;
+}
+
+bool parse_uuid(std::string_view text, std::string& canonical) {
+  std::int8_t digits[32];
+  if (!uuid_digits(text, digits))
+    return false;
+  constexpr const char* spelled = "0123456789abcdef";
   canonical.resize(36);
   for (std::size_t i = 0, o = 0; i < 32; ++i) {
     if (i == 8 || i == 12 || i == 16 || i == 20)
       canonical[o++] = '-';
-    canonical[o++] = digits[i];
+    canonical[o++] = spelled[digits[i]];
   }
   return true;
 }
 
 void validate_message(const message& m) {
   validate_queue_name(m.queue);
-  std::string canonical;
-  if (!parse_uuid(m.id, canonical))
+  unsigned char bytes[16];
+  if (!parse_uuid_bytes(m.id, bytes))
     throw error(errc::invalid_argument, "message id \"" + m.id + "\" is not a UUID");
   if (m.task.empty())
     throw error(errc::invalid_argument, "message " + m.id + " has no task name");

@@ -146,6 +146,25 @@ CAF_TEST(a large batch stores every field as given) {
       1);
   }
   CAF_CHECK_EQUAL(rows(fmt::format("message_id = '{}'", canonical)), 1);
+  // Without options and priorities, the batch leaves those columns out: they take their
+  // defaults, which are what an INSERT stores.
+  std::vector<message> plain;
+  for (int i = 0; i < 40; ++i) {
+    auto m = job(i).on_queue("bulk-plain");
+    m.args_json = args;
+    m.timestamp_ms = 1'700'000'000'456 + i;
+    plain.push_back(m);
+  }
+  producer.enqueue_many(plain);
+  for (const auto& m : plain)
+    CAF_CHECK_EQUAL(
+      rows(fmt::format("message_id = '{}' AND queue_name = 'bulk-plain' AND task_name = 'job' "
+                       "AND args = $j${}$j$::jsonb AND options = '{{}}'::jsonb AND priority = 0 "
+                       "AND (extract(epoch FROM enqueued_at) * 1000)::bigint = {} "
+                       "AND state = 'queued' AND attempts = 0 AND eta <= now()",
+                       m.id, m.args_json, m.timestamp_ms)),
+      1);
+  CAF_CHECK_EQUAL(rows(), 80);
 }
 
 CAF_TEST(ids are accepted exactly when PostgreSQL accepts them) {

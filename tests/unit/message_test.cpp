@@ -5,6 +5,7 @@
 #include "troupe/message.hpp"
 #include "troupe/task.hpp"
 
+#include <algorithm>
 #include <set>
 
 using namespace troupe;
@@ -24,6 +25,17 @@ CAF_TEST(message ids are canonical version 7 uuids in creation order) {
   CAF_CHECK_EQUAL(seen.size(), 5000u);
 }
 
+CAF_TEST(a uuid spelling gives its sixteen bytes) {
+  unsigned char b[16];
+  CAF_REQUIRE(parse_uuid_bytes("0190f1e2-aaaa-7bbb-8ccc-0123456789AB", b));
+  const unsigned char want[16] = {0x01, 0x90, 0xf1, 0xe2, 0xaa, 0xaa, 0x7b, 0xbb,
+                                  0x8c, 0xcc, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab};
+  CAF_CHECK(std::equal(b, b + 16, want));
+  CAF_REQUIRE(parse_uuid_bytes("{0190f1e2aaaa7bbb8ccc0123456789ab}", b));
+  CAF_CHECK(std::equal(b, b + 16, want));
+  CAF_CHECK(!parse_uuid_bytes("0190f1e2-aaaa-7bbb-8ccc-0123456789a", b));
+}
+
 CAF_TEST(any textual uuid form is accepted and canonicalized) {
   std::string c;
   CAF_CHECK(parse_uuid("{0190F1E2-AAAA-7BBB-8CCC-0123456789AB}", c));
@@ -36,6 +48,11 @@ CAF_TEST(any textual uuid form is accepted and canonicalized) {
   CAF_CHECK(!parse_uuid("0190f1e2a-aaaa-7bbb-8ccc0123456789ab", c));
   CAF_CHECK(!parse_uuid("0190f1e2-aaaa-7bbb-8ccc-0123456789a-", c));
   CAF_CHECK(!parse_uuid("0190f1e2-aaaa-7bbb-8ccc-0123456789ag", c));
+  // The canonical shape in capitals, or with a character that is no digit.
+  CAF_CHECK(parse_uuid("0190F1E2-AAAA-7BBB-8CCC-0123456789AB", c));
+  CAF_CHECK_EQUAL(c, "0190f1e2-aaaa-7bbb-8ccc-0123456789ab");
+  CAF_CHECK(!parse_uuid("0190f1e2-aaaa-7bbb-8ccc-0123456789a\xc1", c));
+  CAF_CHECK(!parse_uuid("0190f1e2-aaaa-7bbb-8ccc-01234 6789ab", c));
   // PostgreSQL's spellings: a hyphen after any group of four digits, braces around it all.
   CAF_CHECK(parse_uuid("0190f1e2-aaaa7bbb-8ccc0123-456789ab", c));
   CAF_CHECK_EQUAL(c, "0190f1e2-aaaa-7bbb-8ccc-0123456789ab");

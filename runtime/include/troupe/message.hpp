@@ -59,4 +59,7 @@ std::string new_message_id();
 /// hyphenated form.
 bool parse_uuid(std::string_view text, std::string& canonical);
 
+/// Whether `text` is a UUID in any accepted spelling; `bytes` receives its 16 bytes.
+bool parse_uuid_bytes(std::string_view text, unsigned char (&bytes)[16]);
+
 } // namespace troupe
