@@ -15,9 +15,21 @@ namespace {
 
 using namespace std::chrono;
 
+// Each executor gets the next message before it finishes the one it runs (one queued behind
+// it), so that it goes on without waiting for the consumer: a thread wake-up less per message.
+// A message sent but not started can be taken back (for an idle executor, at a stop, when the
+// executor is abandoned or dies): the executor starts a message only by moving the slot's gate
+// from the ticket before it to its own, and taking back moves the gate to a new epoch, which
+// no ticket already sent matches. Whatever the gate says was started stays with the slot.
 struct slot {
   executor_actor executor;
+  std::shared_ptr<std::atomic<std::uint64_t>> gate;
+  std::uint32_t epoch = 0; // of the tickets sent now
+  std::uint32_t sent = 0;  // sequence number of the last ticket sent in this epoch
   std::optional<storage::claimed_message> running;
+  std::uint32_t running_seq = 0;
+  std::optional<storage::claimed_message> queued; // sent behind the running one
+  std::uint32_t queued_seq = 0;
   // When the running attempt is abandoned: its time limit plus the grace.
   steady_clock::time_point deadline;
   // When this slot's pending limit timer fires, if one is pending. One timer per slot, not one
@@ -32,6 +44,7 @@ struct consumer_state {
   std::vector<slot> slots;
   std::deque<storage::claimed_message> ready; // claimed, not started
   std::int32_t running = 0;
+  std::int32_t queued = 0;   // slots with a message sent behind the running one
   std::int32_t claiming = 0; // rows asked for by the claim in flight
   // A notification (or the eta timer) came while a claim was in flight: that claim may have run
   // before the new rows committed (or came due), so another one follows it.
@@ -72,7 +85,9 @@ struct consumer_state {
   std::set<caf::actor_addr> abandoned;
 
   std::int32_t capacity() const { return settings.queue.concurrency + settings.queue.prefetch; }
-  std::int32_t held() const { return running + static_cast<std::int32_t>(ready.size()) + claiming; }
+  std::int32_t held() const {
+    return running + queued + static_cast<std::int32_t>(ready.size()) + claiming;
+  }
   // Outcomes handed to the completion batcher and not yet written. Up to one capacity of them
   // is the normal pipeline (a write in flight while the executors go on); beyond that they
   // take slots, so a node never finishes tasks much faster than it can record them and its
@@ -112,8 +127,8 @@ void recover_after_failed_claim(consumer_ptr self);
 
 void finish_stop_if_idle(consumer_ptr self) {
   auto& st = self->state;
-  if (!st.stopping || st.running > 0 || st.claiming > 0 || st.releasing > 0 || st.recovering ||
-      !st.ready.empty() || !st.stop_promise)
+  if (!st.stopping || st.running > 0 || st.queued > 0 || st.claiming > 0 || st.releasing > 0 ||
+      st.recovering || !st.ready.empty() || !st.stop_promise)
     return;
   st.stop_promise->deliver(st.report());
   st.stop_promise.reset();
@@ -248,9 +263,12 @@ void recover_after_failed_claim(consumer_ptr self) {
       [=](std::int64_t) {
         auto& s = self->state;
         std::vector<std::string> held = s.completed_during_recovery;
-        for (const auto& sl : s.slots)
+        for (const auto& sl : s.slots) {
           if (sl.running)
             held.push_back(sl.running->id);
+          if (sl.queued)
+            held.push_back(sl.queued->id);
+        }
         for (const auto& m : s.ready)
           held.push_back(m.id);
         self
@@ -306,28 +324,114 @@ void arm_limit_timer(consumer_ptr self, std::size_t index) {
                      static_cast<std::int32_t>(index), s.running->id, s.running->attempt);
 }
 
-void dispatch(consumer_ptr self) {
+// Sends `m` to the slot's executor with the next ticket; returns its sequence number.
+std::uint32_t send_run(consumer_ptr self, slot& s, const storage::claimed_message& m) {
+  ++s.sent;
+  self->send(s.executor, run_atom_v, m, (std::uint64_t{s.epoch} << 32) | s.sent);
+  return s.sent;
+}
+
+// Slot `index` runs `m` from now on.
+void start_running(consumer_ptr self, std::size_t index, storage::claimed_message m,
+                   std::uint32_t seq) {
+  auto& st = self->state;
+  auto& s = st.slots[index];
+  s.running = std::move(m);
+  s.running_seq = seq;
+  ++st.running;
+  // Past its time limit and the grace, the attempt is abandoned (see the limit handler).
+  auto limit = time_limit_of(*st.settings.registry, *s.running) + st.settings.time_limit_grace;
+  s.deadline = steady_clock::now() + limit;
+  arm_limit_timer(self, index);
+}
+
+// What was sent to the slot's executor and not started comes back, in order, at the front of
+// the ready list; the executor will drop it unseen. A started message stays with the slot.
+void take_back(consumer_ptr self, slot& s) {
+  auto& st = self->state;
+  auto was = s.gate->load();
+  std::uint64_t fresh = std::uint64_t{s.epoch + 1} << 32;
+  while (!s.gate->compare_exchange_weak(was, fresh)) {
+  }
+  auto started = (was >> 32) == s.epoch ? static_cast<std::uint32_t>(was) : 0u;
+  ++s.epoch;
+  s.sent = 0;
+  if (s.queued && s.queued_seq > started) {
+    st.ready.push_front(std::move(*s.queued));
+    s.queued.reset();
+    --st.queued;
+  }
+  if (s.running && s.running_seq > started) {
+    st.ready.push_front(std::move(*s.running));
+    s.running.reset();
+    --st.running;
+  }
+  // What stays was started, under the old epoch: sequence 0 says so to the next take-back.
+  s.running_seq = 0;
+  s.queued_seq = 0;
+}
+
+// The running message is settled: what was queued behind it runs now.
+void promote(consumer_ptr self, std::size_t index) {
+  auto& st = self->state;
+  auto& s = st.slots[index];
+  if (s.running || !s.queued)
+    return;
+  auto m = std::move(*s.queued);
+  s.queued.reset();
+  --st.queued;
+  start_running(self, index, std::move(m), s.queued_seq);
+}
+
+// Hands ready messages to idle executors.
+void fill_idle(consumer_ptr self) {
   auto& st = self->state;
   for (std::size_t i = 0; i < st.slots.size() && !st.ready.empty(); ++i) {
     auto& s = st.slots[i];
     if (s.running)
       continue;
-    s.running = std::move(st.ready.front());
+    auto m = std::move(st.ready.front());
     st.ready.pop_front();
-    ++st.running;
-    self->send(s.executor, run_atom_v, *s.running);
-    // Past its time limit and the grace, the attempt is abandoned (see the limit handler).
-    auto limit = time_limit_of(*st.settings.registry, *s.running) + st.settings.time_limit_grace;
-    s.deadline = steady_clock::now() + limit;
-    arm_limit_timer(self, i);
+    auto seq = send_run(self, s, m);
+    start_running(self, i, std::move(m), seq);
+  }
+}
+
+void dispatch(consumer_ptr self) {
+  auto& st = self->state;
+  // Idle executors first; then one message behind each busy one while any are left.
+  fill_idle(self);
+  for (std::size_t i = 0; i < st.slots.size() && !st.ready.empty() && !st.stopping; ++i) {
+    auto& s = st.slots[i];
+    if (!s.running || s.queued)
+      continue;
+    s.queued = std::move(st.ready.front());
+    st.ready.pop_front();
+    s.queued_seq = send_run(self, s, *s.queued);
+    ++st.queued;
+  }
+  // An executor left idle with nothing ready takes over a message queued behind another's
+  // running task (which may be a long one), one at a time.
+  for (auto& busy : st.slots) {
+    if (!st.ready.empty() || st.stopping ||
+        st.running == static_cast<std::int32_t>(st.slots.size()))
+      return;
+    if (!busy.queued || busy.queued_seq == 0)
+      continue; // nothing queued, or already started
+    take_back(self, busy);
+    fill_idle(self);
   }
 }
 
 executor_actor new_executor(consumer_ptr self, std::size_t index) {
   auto& st = self->state;
+  auto& s = st.slots[index];
+  s.gate = std::make_shared<std::atomic<std::uint64_t>>(0);
+  s.epoch = 0;
+  s.sent = 0;
   return spawn_executor(self, st.settings.registry, st.settings.queue.name,
                         caf::actor_cast<consumer_actor>(self), static_cast<std::int32_t>(index),
-                        st.stopping_flag);
+                        st.stopping_flag, s.gate);
 }
 
 // Settles a slot's attempt with `out` (from its executor, a crash or an abandonment).
@@ -374,7 +478,14 @@ void release_ready(consumer_ptr self) {
 void replace_executor(consumer_ptr self, std::size_t index, const caf::error& reason) {
   auto& st = self->state;
   auto& s = st.slots[index];
-  if (s.running) {
+  take_back(self, s); // what it never started runs elsewhere
+  // What it started is a lost attempt: the running message, and the one queued behind it if
+  // the gate says the executor had started that one too.
+  for (int k = 0; k < 2; ++k) {
+    if (!s.running)
+      promote(self, index);
+    if (!s.running)
+      break;
     log().error("executor crashed queue={} message={} task={} reason={}", st.settings.queue.name,
                 s.running->id, s.running->task, caf::to_string(reason));
     // Failed like any attempt, so the retry policy applies: the message is not lost.
@@ -384,10 +495,12 @@ void replace_executor(consumer_ptr self, std::size_t index, const caf::error& re
     settle(self, s, std::move(o));
   }
   if (st.stopping) {
-    finish_stop_if_idle(self);
-    return; // no replacement while stopping
+    release_ready(self); // what came back is handed back too
+    return;              // no replacement while stopping
   }
   s.executor = new_executor(self, index);
+  dispatch(self);
+  maybe_claim(self);
 }
 
 // The attempt in slot `index` ran past its time limit and grace without its executor
@@ -396,6 +509,14 @@ void replace_executor(consumer_ptr self, std::size_t index, const caf::error& re
 void abandon_attempt(consumer_ptr self, std::size_t index) {
   auto& st = self->state;
   auto& s = st.slots[index];
+  take_back(self, s); // the message queued behind it runs on another executor
+  if (!s.running) {
+    if (st.stopping)
+      release_ready(self);
+    else
+      dispatch(self);
+    return;
+  }
   auto limit = time_limit_of(*st.settings.registry, *s.running);
   auto reason = fmt::format("the task ran past its time limit of {}ms and the {}ms grace "
                             "without returning; its executor was abandoned",
@@ -408,8 +529,18 @@ void abandon_attempt(consumer_ptr self, std::size_t index) {
   // It ends as soon as its task returns (an exit is handled after the handler at hand).
   self->send_exit(s.executor, caf::exit_reason::user_shutdown);
   settle(self, s, std::move(out));
+  // The gate said the executor had also started the message queued behind (the task did
+  // return, but its report came after the timer): that attempt's report will be dropped with
+  // the executor's, so it is lost too.
+  promote(self, index);
+  if (s.running) {
+    auto behind = lost_attempt(*st.settings.registry, *s.running, st.settings.queue.name,
+                               "troupe::time_limit_abandoned",
+                               "started on an executor abandoned for the attempt before it");
+    settle(self, s, std::move(behind));
+  }
   if (st.stopping) {
-    finish_stop_if_idle(self);
+    release_ready(self);
     return;
   }
   s.executor = new_executor(self, index);
@@ -421,8 +552,9 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
   auto& st = self->state;
   st.settings = std::move(settings);
   st.needs_recovery = st.settings.recover_on_start;
-  for (std::int32_t i = 0; i < st.settings.queue.concurrency; ++i)
-    st.slots.push_back(slot{new_executor(self, static_cast<std::size_t>(i)), {}});
+  st.slots.resize(static_cast<std::size_t>(st.settings.queue.concurrency));
+  for (std::size_t i = 0; i < st.slots.size(); ++i)
+    st.slots[i].executor = new_executor(self, i);
   self->set_exit_handler([=](caf::exit_msg& em) {
     auto& s = self->state;
     if (s.abandoned.erase(em.source) > 0)
@@ -472,6 +604,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
           caf::actor_cast<caf::actor_addr>(self->current_sender()) != sl.executor.address())
         return;
       settle(self, sl, std::move(out));
+      promote(self, static_cast<std::size_t>(index));
       if (s.stopping) {
         finish_stop_if_idle(self);
         return;
@@ -489,6 +622,8 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       s.stopping = true;
       *s.stopping_flag = true; // tasks that asked are told through their context
       s.stop_promise = rp;
+      for (auto& sl : s.slots)
+        take_back(self, sl); // sent but not started: handed back with the rest
       release_ready(self);
       return rp;
     },
