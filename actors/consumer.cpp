@@ -55,8 +55,6 @@ struct consumer_state {
   // while it is set, so a node keeping up with its producer asks once per notification instead
   // of once more each time its executors run dry.
   bool maybe_more = true;
-  // Retries handed to the batcher, by their number among this consumer's outcomes: once one
-  // is written, its row is queued again (with an eta), and a claim looks for it.
   // Whether something may have added a delayed message since the last next_eta answer (every
   // wake counts: a notification does not say whether its messages are delayed). A claim that
   // takes everything ready leaves no finished task to claim again, so the consumer then asks
@@ -64,6 +62,8 @@ struct consumer_state {
   std::int64_t eta_generation = 1; // bumped by every such event
   std::int64_t eta_known_for = 0;  // the generation the last next_eta answer covers
   bool probing = false;            // an eta probe is in flight
+  // Retries handed to the batcher, by their number among this consumer's outcomes: once one
+  // is written, its row is queued again (with an eta), and a claim looks for it.
   std::int64_t outcomes_sent = 0;
   std::int64_t outcomes_settled = 0;
   std::deque<std::int64_t> retries_unsettled;
@@ -224,9 +224,9 @@ void maybe_claim(consumer_ptr self) {
   if (free <= 0 || (free < std::max(1, st.capacity() / 2) && !st.ready.empty()))
     return;
   st.claiming = free;
-  // The claim also asks when the next delayed message is due if it leaves an executor idle:
-  // then no finished task may come to trigger the next claim. With every executor busy, the
-  // next one to finish claims again, and a delayed message could not start sooner anyway.
+  // The claim also asks when the next delayed message is due if it leaves an executor idle.
+  // With every executor busy it does not, so that its reply (every message's start) does not
+  // wait for that; if it comes back short, the eta probe asks instead (maybe_probe_eta).
   auto idle = std::max<std::int32_t>(1, st.settings.queue.concurrency - st.running -
                                           static_cast<std::int32_t>(st.ready.size()));
   auto generation = st.eta_generation;
