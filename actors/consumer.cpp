@@ -46,8 +46,9 @@ struct consumer_state {
   std::int32_t running = 0;
   std::int32_t queued = 0;   // slots with a message sent behind the running one
   std::int32_t claiming = 0; // rows asked for by the claim in flight
-  // A notification (or the eta timer) came while a claim was in flight: that claim may have run
-  // before the new rows committed (or came due), so another one follows it.
+  // Something that may bring rows (a notification, the eta timer, the poll, a written retry)
+  // came while a claim was in flight: that claim may have run before the new rows committed
+  // (or came due), so another one follows it.
   bool wake_during_claim = false;
   // Whether the queue may hold ready rows this consumer has not claimed: set by whatever can
   // bring them (a notification, the eta timer, the poll, a full claim, a retry written by the
@@ -143,12 +144,13 @@ void schedule_wake(consumer_ptr self, milliseconds after) {
   self->delayed_send(self, after, eta_atom_v);
 }
 
-void maybe_probe_eta(consumer_ptr self);
-
+// Something may have brought ready or delayed rows.
 void eta_may_change(consumer_ptr self) {
   auto& st = self->state;
   st.maybe_more = true;
   ++st.eta_generation;
+  if (st.claiming > 0)
+    st.wake_during_claim = true;
 }
 
 void on_eta(consumer_ptr self, std::int64_t generation, std::int64_t next_eta_ms) {
@@ -191,7 +193,7 @@ void on_claimed(consumer_ptr self, std::int32_t asked, std::int32_t eta_below,
   auto woken = std::exchange(st.wake_during_claim, false);
   // A full batch means there is probably more; a wake during the claim means there may be.
   bool more = static_cast<std::int32_t>(res.messages.size()) == asked || woken;
-  st.maybe_more = st.maybe_more && more;
+  st.maybe_more = more; // whatever set it during the claim also set `woken`
   for (auto& m : res.messages)
     st.ready.push_back(std::move(m));
   if (st.stopping) {
@@ -578,10 +580,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
   self->delayed_send(self, st.jittered(st.settings.queue.poll_interval), poll_atom_v);
   return {
     [=](wake_atom) {
-      auto& s = self->state;
       eta_may_change(self);
-      if (s.claiming > 0)
-        s.wake_during_claim = true;
       maybe_claim(self);
     },
     [=](flush_atom, std::int64_t settled) {
@@ -656,9 +655,9 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       auto& s = self->state;
       if (s.eta_wake && *s.eta_wake <= steady_clock::now())
         s.eta_wake.reset();
-      eta_may_change(self); // what came due is claimed now, and the next eta is unknown
-      if (s.claiming > 0)
-        s.wake_during_claim = true; // that claim may have looked just before the eta
+      // What came due is claimed now (a claim in flight may have looked just before the eta),
+      // and the next eta is unknown.
+      eta_may_change(self);
       maybe_claim(self);
     },
   };

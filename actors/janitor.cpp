@@ -30,11 +30,10 @@ void report(janitor_ptr self, const storage::reap_report& r) {
     log().info("janitor: {} node(s) lost their liveness lock; dead unless it comes back within "
                "{}ms",
                r.suspect_nodes, self->state.settings.dead_node_grace.count());
+  // The pass's own notification wakes those queues on every node, this one included.
   if (r.dead_nodes > 0 || r.recovered > 0)
-    log().info("janitor: {} dead node(s) removed, {} message(s) put back in their queues",
-               r.dead_nodes, r.recovered);
-  for (const auto& q : r.queues)
-    self->send(self->state.settings.node, wake_atom_v, q);
+    log().info("janitor: {} dead node(s) removed, {} message(s) put back in their queues ({})",
+               r.dead_nodes, r.recovered, fmt::join(r.queues, ","));
 }
 
 } // namespace

@@ -9,8 +9,6 @@ namespace troupe::actors {
 
 struct janitor_settings {
   storage_actor storage;
-  /// Told `(wake_atom, queue)` for every queue that got messages back.
-  node_actor node;
   std::chrono::milliseconds interval{2000};
   /// How long a node's lock must stay free before the node counts as dead.
   std::chrono::milliseconds dead_node_grace{3000};

@@ -110,9 +110,9 @@ void start_workers(supervisor_ptr self) {
   self->monitor(st.batcher);
   for (const auto& q : st.options.queues)
     st.consumers.emplace(q.name, spawn_queue_consumer(self, q));
-  st.janitor = spawn_janitor(
-    self->system(), janitor_settings{st.storage, caf::actor_cast<node_actor>(self),
-                                     st.options.janitor_interval, st.options.dead_node_grace});
+  st.janitor =
+    spawn_janitor(self->system(), janitor_settings{st.storage, st.options.janitor_interval,
+                                                   st.options.dead_node_grace});
   self->monitor(st.janitor);
   log().info("node started node={} name={} queues={}", st.node_id, st.identity.name,
              fmt::join(st.identity.queues, ","));

@@ -146,8 +146,7 @@ CAF_TEST(a large batch stores every field as given) {
       1);
   }
   CAF_CHECK_EQUAL(rows(fmt::format("message_id = '{}'", canonical)), 1);
-  // Without options and priorities, the batch leaves those columns out: they take their
-  // defaults, which are what an INSERT stores.
+  // Without options and priorities, the rows hold the column defaults, as an INSERT's do.
   std::vector<message> plain;
   for (int i = 0; i < 40; ++i) {
     auto m = job(i).on_queue("bulk-plain");

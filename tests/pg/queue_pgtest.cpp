@@ -328,19 +328,7 @@ CAF_TEST(a batch is one transaction and one notification per queue) {
     batch.push_back(job(i).on_queue(i % 2 ? "odd" : "even"));
   producer.enqueue_many(batch);
   CAF_CHECK_EQUAL(count("true"), 50);
-  std::multiset<std::string> payloads;
-  CAF_CHECK(testkit::wait_until(
-    [&] {
-      listener.exec("SELECT 1");
-      for (auto* n = PQnotifies(reinterpret_cast<PGconn*>(listener.native())); n;
-           n = PQnotifies(reinterpret_cast<PGconn*>(listener.native()))) {
-        payloads.insert(n->extra);
-        PQfreemem(n);
-      }
-      return payloads.size() >= 2;
-    },
-    2s));
-  CAF_CHECK_EQUAL(payloads, (std::multiset<std::string>{"even", "odd"}));
+  CAF_CHECK_EQUAL(wakes(listener, 2), (std::multiset<std::string>{"even", "odd"}));
 }
 
 CAF_TEST(a failed batch writes nothing) {
