@@ -15,12 +15,20 @@ namespace {
 
 using namespace std::chrono;
 
-// Each executor gets the next message before it finishes the one it runs (one queued behind
-// it), so that it goes on without waiting for the consumer: a thread wake-up less per message.
-// A message sent but not started can be taken back (for an idle executor, at a stop, when the
-// executor is abandoned or dies): the executor starts a message only by moving the slot's gate
-// from the ticket before it to its own, and taking back moves the gate to a new epoch, which
-// no ticket already sent matches. Whatever the gate says was started stays with the slot.
+// Each busy executor gets its next messages before it finishes the one it runs (up to
+// `pipeline_depth` queued behind it), so that it goes on from one to the next without waiting
+// for the consumer, and without a thread wake-up. A message sent but not started can be taken
+// back (for an idle executor, at a stop, when the executor is abandoned or dies): the executor
+// starts a message only by moving the slot's gate from the ticket before it to its own, and
+// taking back moves the gate to a new epoch, which no ticket already sent matches. Whatever
+// the gate says was started stays with the slot.
+constexpr std::size_t pipeline_depth = 16;
+
+struct sent_message {
+  storage::claimed_message message;
+  std::uint32_t seq = 0; // its ticket's sequence number; 0 once known to be started
+};
+
 struct slot {
   executor_actor executor;
   std::shared_ptr<std::atomic<std::uint64_t>> gate;
@@ -28,8 +36,7 @@ struct slot {
   std::uint32_t sent = 0;  // sequence number of the last ticket sent in this epoch
   std::optional<storage::claimed_message> running;
   std::uint32_t running_seq = 0;
-  std::optional<storage::claimed_message> queued; // sent behind the running one
-  std::uint32_t queued_seq = 0;
+  std::deque<sent_message> queued; // sent behind the running one, in order
   // When the running attempt is abandoned: its time limit plus the grace.
   steady_clock::time_point deadline;
   // When this slot's pending limit timer fires, if one is pending. One timer per slot, not one
@@ -44,7 +51,7 @@ struct consumer_state {
   std::vector<slot> slots;
   std::deque<storage::claimed_message> ready; // claimed, not started
   std::int32_t running = 0;
-  std::int32_t queued = 0;   // slots with a message sent behind the running one
+  std::int32_t queued = 0;   // messages sent behind running ones
   std::int32_t claiming = 0; // rows asked for by the claim in flight
   // Something that may bring rows (a notification, the eta timer, the poll, a written retry)
   // came while a claim was in flight: that claim may have run before the new rows committed
@@ -268,8 +275,8 @@ void recover_after_failed_claim(consumer_ptr self) {
         for (const auto& sl : s.slots) {
           if (sl.running)
             held.push_back(sl.running->id);
-          if (sl.queued)
-            held.push_back(sl.queued->id);
+          for (const auto& q : sl.queued)
+            held.push_back(q.message.id);
         }
         for (const auto& m : s.ready)
           held.push_back(m.id);
@@ -358,9 +365,11 @@ void take_back(consumer_ptr self, slot& s) {
   auto started = (was >> 32) == s.epoch ? static_cast<std::uint32_t>(was) : 0u;
   ++s.epoch;
   s.sent = 0;
-  if (s.queued && s.queued_seq > started) {
-    st.ready.push_front(std::move(*s.queued));
-    s.queued.reset();
+  // Sequence numbers grow from the running message to the back of the queue, so what was not
+  // started is a tail.
+  while (!s.queued.empty() && s.queued.back().seq > started) {
+    st.ready.push_front(std::move(s.queued.back().message));
+    s.queued.pop_back();
     --st.queued;
   }
   if (s.running && s.running_seq > started) {
@@ -370,19 +379,20 @@ void take_back(consumer_ptr self, slot& s) {
   }
   // What stays was started, under the old epoch: sequence 0 says so to the next take-back.
   s.running_seq = 0;
-  s.queued_seq = 0;
+  for (auto& q : s.queued)
+    q.seq = 0;
 }
 
 // The running message is settled: what was queued behind it runs now.
 void promote(consumer_ptr self, std::size_t index) {
   auto& st = self->state;
   auto& s = st.slots[index];
-  if (s.running || !s.queued)
+  if (s.running || s.queued.empty())
     return;
-  auto m = std::move(*s.queued);
-  s.queued.reset();
+  auto next = std::move(s.queued.front());
+  s.queued.pop_front();
   --st.queued;
-  start_running(self, index, std::move(m), s.queued_seq);
+  start_running(self, index, std::move(next.message), next.seq);
 }
 
 // Hands ready messages to idle executors.
@@ -401,25 +411,32 @@ void fill_idle(consumer_ptr self) {
 
 void dispatch(consumer_ptr self) {
   auto& st = self->state;
-  // Idle executors first; then one message behind each busy one while any are left.
+  // Idle executors first; then behind the busy ones, a level at a time (one message behind
+  // each, then a second behind each, and so on) while any are left, so that a burst is spread
+  // evenly and starts in about the order it was claimed.
   fill_idle(self);
-  for (std::size_t i = 0; i < st.slots.size() && !st.ready.empty() && !st.stopping; ++i) {
-    auto& s = st.slots[i];
-    if (!s.running || s.queued)
-      continue;
-    s.queued = std::move(st.ready.front());
-    st.ready.pop_front();
-    s.queued_seq = send_run(self, s, *s.queued);
-    ++st.queued;
+  for (std::size_t depth = 1; depth <= pipeline_depth && !st.ready.empty() && !st.stopping;
+       ++depth) {
+    for (std::size_t i = 0; i < st.slots.size() && !st.ready.empty(); ++i) {
+      auto& s = st.slots[i];
+      if (!s.running || s.queued.size() >= depth)
+        continue;
+      auto m = std::move(st.ready.front());
+      st.ready.pop_front();
+      auto seq = send_run(self, s, m);
+      s.queued.push_back({std::move(m), seq});
+      ++st.queued;
+    }
   }
-  // An executor left idle with nothing ready takes over a message queued behind another's
-  // running task (which may be a long one), one at a time.
+  // An executor left idle with nothing ready takes over what is queued behind another's
+  // running task (which may be a long one). What it does not take waits in the ready list for
+  // the next dispatch.
   for (auto& busy : st.slots) {
     if (!st.ready.empty() || st.stopping ||
         st.running == static_cast<std::int32_t>(st.slots.size()))
       return;
-    if (!busy.queued || busy.queued_seq == 0)
-      continue; // nothing queued, or already started
+    if (busy.queued.empty() || busy.queued.back().seq == 0)
+      continue; // nothing queued, or all of it already started
     take_back(self, busy);
     fill_idle(self);
   }
@@ -481,9 +498,9 @@ void replace_executor(consumer_ptr self, std::size_t index, const caf::error& re
   auto& st = self->state;
   auto& s = st.slots[index];
   take_back(self, s); // what it never started runs elsewhere
-  // What it started is a lost attempt: the running message, and the one queued behind it if
-  // the gate says the executor had started that one too.
-  for (int k = 0; k < 2; ++k) {
+  // What it started is a lost attempt: the running message, and those queued behind it that
+  // the gate says the executor had started too.
+  for (;;) {
     if (!s.running)
       promote(self, index);
     if (!s.running)
@@ -531,11 +548,10 @@ void abandon_attempt(consumer_ptr self, std::size_t index) {
   // It ends as soon as its task returns (an exit is handled after the handler at hand).
   self->send_exit(s.executor, caf::exit_reason::user_shutdown);
   settle(self, s, std::move(out));
-  // The gate said the executor had also started the message queued behind (the task did
-  // return, but its report came after the timer): that attempt's report will be dropped with
-  // the executor's, so it is lost too.
-  promote(self, index);
-  if (s.running) {
+  // The gate said the executor had also started messages queued behind (the task did return,
+  // but its report came after the timer): their reports will be dropped with the executor's,
+  // so those attempts are lost too.
+  for (promote(self, index); s.running; promote(self, index)) {
     auto behind = lost_attempt(*st.settings.registry, *s.running, st.settings.queue.name,
                                "troupe::time_limit_abandoned",
                                "started on an executor abandoned for the attempt before it");

@@ -43,6 +43,11 @@ run_summary worker_node::run() {
   run_summary summary;
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", static_cast<std::size_t>(impl_->options.scheduler_threads));
+  // An idle scheduler thread spins briefly, then waits to be woken by the next message. CAF's
+  // default puts 500 sleeps of 50 us between the two: a message arriving then waits for the
+  // sleep to end, and the sleeps alone cost a thread wake-up each. Without them the latency
+  // from a notification to a task's start fell by about 0.3 ms at 24,000 messages/s.
+  cfg.set("work-stealing.moderate-poll-attempts", std::size_t{0});
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   auto node = spawn_worker_node(sys, impl_->options, impl_->tasks);
