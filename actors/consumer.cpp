@@ -37,6 +37,9 @@ struct slot {
   std::optional<storage::claimed_message> running;
   std::uint32_t running_seq = 0;
   std::deque<sent_message> queued; // sent behind the running one, in order
+  // Assigned by the dispatch at hand, sent to the executor in one message when it ends.
+  std::vector<storage::claimed_message> outbox;
+  std::uint64_t outbox_first = 0; // the ticket of the outbox's first message
   // When the running attempt is abandoned: its time limit plus the grace.
   steady_clock::time_point deadline;
   // When this slot's pending limit timer fires, if one is pending. One timer per slot, not one
@@ -333,11 +336,23 @@ void arm_limit_timer(consumer_ptr self, std::size_t index) {
                      static_cast<std::int32_t>(index), s.running->id, s.running->attempt);
 }
 
-// Sends `m` to the slot's executor with the next ticket; returns its sequence number.
-std::uint32_t send_run(consumer_ptr self, slot& s, const storage::claimed_message& m) {
+// Gives `m` the slot's next ticket and puts it in the slot's outbox; returns its sequence
+// number. The dispatch sends each outbox in one message when it ends (flush_outboxes).
+std::uint32_t send_run(slot& s, const storage::claimed_message& m) {
   ++s.sent;
-  self->send(s.executor, run_atom_v, m, (std::uint64_t{s.epoch} << 32) | s.sent);
+  if (s.outbox.empty())
+    s.outbox_first = (std::uint64_t{s.epoch} << 32) | s.sent;
+  s.outbox.push_back(m);
   return s.sent;
+}
+
+void flush_outboxes(consumer_ptr self) {
+  for (auto& s : self->state.slots) {
+    if (s.outbox.empty())
+      continue;
+    self->send(s.executor, run_atom_v, std::move(s.outbox), s.outbox_first);
+    s.outbox.clear();
+  }
 }
 
 // Slot `index` runs `m` from now on.
@@ -365,6 +380,7 @@ void take_back(consumer_ptr self, slot& s) {
   auto started = (was >> 32) == s.epoch ? static_cast<std::uint32_t>(was) : 0u;
   ++s.epoch;
   s.sent = 0;
+  s.outbox.clear(); // not sent yet, and its tickets are of the old epoch
   // Sequence numbers grow from the running message to the back of the queue, so what was not
   // started is a tail.
   while (!s.queued.empty() && s.queued.back().seq > started) {
@@ -404,12 +420,12 @@ void fill_idle(consumer_ptr self) {
       continue;
     auto m = std::move(st.ready.front());
     st.ready.pop_front();
-    auto seq = send_run(self, s, m);
+    auto seq = send_run(s, m);
     start_running(self, i, std::move(m), seq);
   }
 }
 
-void dispatch(consumer_ptr self) {
+void assign(consumer_ptr self) {
   auto& st = self->state;
   // Idle executors first; then behind the busy ones, a level at a time (one message behind
   // each, then a second behind each, and so on) while any are left, so that a burst is spread
@@ -423,7 +439,7 @@ void dispatch(consumer_ptr self) {
         continue;
       auto m = std::move(st.ready.front());
       st.ready.pop_front();
-      auto seq = send_run(self, s, m);
+      auto seq = send_run(s, m);
       s.queued.push_back({std::move(m), seq});
       ++st.queued;
     }
@@ -440,6 +456,12 @@ void dispatch(consumer_ptr self) {
     take_back(self, busy);
     fill_idle(self);
   }
+}
+
+// Hands ready messages to executors: one message to each executor that gets any.
+void dispatch(consumer_ptr self) {
+  assign(self);
+  flush_outboxes(self);
 }
 
 executor_actor new_executor(consumer_ptr self, std::size_t index) {

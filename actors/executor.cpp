@@ -22,19 +22,22 @@ executor_actor::behavior_type executor_impl(executor_actor::stateful_pointer<exe
       return caf::sec::unexpected_message;
     });
   return {
-    [=](run_atom, const storage::claimed_message& msg, std::uint64_t ticket) {
-      // Started only if the consumer has not taken it back: then the gate holds the ticket
-      // sent just before this one. A message taken back is dropped unseen.
-      auto expected = ticket - 1;
-      if (!gate->compare_exchange_strong(expected, ticket))
-        return;
-      // execute() catches everything the task throws: an exception never kills this actor.
-      auto out = execute(*registry, msg, queue, stopping.get());
-      if (out.state != storage::outcome_state::done)
-        log().warn("task failed queue={} message={} task={} attempt={} retry={} error={}", queue,
-                   msg.id, msg.task, msg.attempt, out.state == storage::outcome_state::retry,
-                   out.error_json);
-      self->send(consumer, executed_atom_v, slot, std::move(out));
+    [=](run_atom, const std::vector<storage::claimed_message>& msgs, std::uint64_t first) {
+      auto ticket = first;
+      for (const auto& msg : msgs) {
+        // Started only if the consumer has not taken it back: then the gate holds the ticket
+        // sent just before this one. A message taken back is dropped unseen.
+        auto expected = ticket - 1;
+        if (!gate->compare_exchange_strong(expected, ticket++))
+          continue;
+        // execute() catches everything the task throws: an exception never kills this actor.
+        auto out = execute(*registry, msg, queue, stopping.get());
+        if (out.state != storage::outcome_state::done)
+          log().warn("task failed queue={} message={} task={} attempt={} retry={} error={}", queue,
+                     msg.id, msg.task, msg.attempt, out.state == storage::outcome_state::retry,
+                     out.error_json);
+        self->send(consumer, executed_atom_v, slot, std::move(out));
+      }
     },
   };
 }

@@ -174,11 +174,12 @@ using storage_actor = caf::typed_actor<
   caf::replies_to<stats_atom, std::string>::with<std::vector<storage::queue_stats>>>;
 
 /// Runs task code for one consumer; blocking is allowed (a detached actor, one thread each).
-/// Reports `(executed_atom, slot, outcome)` back to its consumer. Each message comes with its
-/// ticket (the consumer's epoch for the slot, then a sequence number): the executor starts it
-/// only if the slot's gate still holds the ticket before it (see actors/consumer.cpp).
+/// Gets messages to run in order, several at a time, with the ticket of the first (the
+/// consumer's epoch for the slot, then a sequence number; the next ones follow it). Starts
+/// each only if the slot's gate still holds the ticket before it (see actors/consumer.cpp),
+/// and reports `(executed_atom, slot, outcome)` for each back to its consumer.
 using executor_actor =
-  caf::typed_actor<caf::reacts_to<run_atom, storage::claimed_message, std::uint64_t>>;
+  caf::typed_actor<caf::reacts_to<run_atom, std::vector<storage::claimed_message>, std::uint64_t>>;
 
 /// Claims and dispatches the messages of one queue on this node; the only owner of its
 /// in-flight set.
