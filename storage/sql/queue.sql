@@ -62,15 +62,19 @@ FROM STDIN (FORMAT binary)
 -- Claims up to $3 ready messages of queue $1 for node $2, as many as the consumer has free slots,
 -- in one statement. The inner SELECT walks the partial fetch index in claim order (priority,
 -- eta, id: priority holds across the whole queue) and skips rows that other nodes are claiming.
--- "id = ANY (ARRAY(...))" keeps the UPDATE on the primary key whatever the statistics say.
+-- The UPDATE finds the rows it locked by their physical address ("ctid = ANY (ARRAY(...))", a
+-- TID scan): a tenth faster than looking each id up in the primary key, and sound within the
+-- statement, since a row locked here cannot move before it is updated. A row whose newest
+-- version this statement cannot see (changed by a transaction that committed after the
+-- statement began) is left alone by the TID scan and stays queued for the next claim.
 -- attempts + 1 with owner_node is the delivery token every completion is checked against.
 -- The timestamp comes back through date_part (a float8), not extract (a numeric, which took a
 -- tenth of the statement's time): enqueue times are whole milliseconds, well within a float8's
 -- precision.
 UPDATE {{t:queue}}
    SET state = 'running', owner_node = $2, attempts = attempts + 1, started_at = now()
- WHERE message_id = ANY (ARRAY(
-         SELECT message_id FROM {{t:queue}}
+ WHERE ctid = ANY (ARRAY(
+         SELECT ctid FROM {{t:queue}}
           WHERE queue_name = $1 AND state = 'queued' AND eta <= now()
           ORDER BY priority, eta, message_id
           LIMIT $3
