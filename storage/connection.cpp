@@ -360,9 +360,10 @@ std::string connection::literal(std::string_view text) const {
   return out;
 }
 
-result connection::copy_in(const statement& st, std::string_view data, std::string_view before) {
+result connection::copy_in(const statement& st, std::string_view data, std::string_view before,
+                           std::string_view after) {
   auto* c = raw(conn_.get());
-  PGresult* start = PQexec(c, (std::string(before) + st.text).c_str());
+  PGresult* start = PQexec(c, (std::string(before) + st.text + std::string(after)).c_str());
   if (!start || PQresultStatus(start) != PGRES_COPY_IN) {
     if (start && PQresultStatus(start) != PGRES_FATAL_ERROR) {
       PQclear(start);
@@ -380,18 +381,31 @@ result connection::copy_in(const statement& st, std::string_view data, std::stri
   // Ending the COPY with an error message makes the server abort it when the data did not go.
   sent = PQputCopyEnd(c, sent ? nullptr : "troupe: sending COPY data failed") == 1 && sent;
   PGresult* end = PQgetResult(c);
+  PGresult* failed = nullptr; // the first statement after the COPY that failed
   while (PGresult* extra = PQgetResult(c)) {
     // Still in COPY state only when ending the COPY failed locally (out of memory): stop
     // rather than loop; the connection is reported broken below.
-    bool stuck = PQresultStatus(extra) == PGRES_COPY_IN;
+    auto status = PQresultStatus(extra);
+    if (status == PGRES_FATAL_ERROR && !failed) {
+      failed = extra;
+      continue;
+    }
     PQclear(extra);
-    if (stuck)
+    if (status == PGRES_COPY_IN)
       break;
   }
   if (!sent && end && PQresultStatus(end) == PGRES_COMMAND_OK) {
     PQclear(end);
+    if (failed)
+      PQclear(failed);
     throw_error(conn_.get(), nullptr, st.name);
   }
+  if (failed && end && PQresultStatus(end) == PGRES_COMMAND_OK) {
+    PQclear(end);
+    return check(conn_.get(), failed, st.name); // throws with the failed statement's error
+  }
+  if (failed)
+    PQclear(failed);
   return check(conn_.get(), end, st.name);
 }
 

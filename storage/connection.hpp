@@ -79,10 +79,13 @@ public:
   /// statement of the same name but another area's text comes along). Throws troupe::error.
   result run(const statement& st, const params& values);
   /// Runs a `COPY ... FROM STDIN` statement with `data` as its whole input (in the format the
-  /// statement names), after the plain SQL `before` when given (sent with it, as one round
-  /// trip: "BEGIN; " for instance). Returns the COPY's result (affected() is the rows copied).
-  /// Throws troupe::error; the connection is ready for the next statement either way.
-  result copy_in(const statement& st, std::string_view data, std::string_view before = {});
+  /// statement names), after the plain SQL `before` and followed by the plain SQL `after` when
+  /// given, all sent as one query: "BEGIN; " before and "; COMMIT" after make the whole
+  /// transaction two round trips. The server skips what follows a failed statement. Returns
+  /// the COPY's result (affected() is the rows copied); throws troupe::error when any of the
+  /// statements failed. The connection is ready for the next statement either way.
+  result copy_in(const statement& st, std::string_view data, std::string_view before = {},
+                 std::string_view after = {});
   /// `text` as an SQL string literal for this connection. Throws troupe::error.
   std::string literal(std::string_view text) const;
 

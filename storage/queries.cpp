@@ -205,10 +205,11 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
   if (batch.empty())
     return 0;
   auto data = copy_messages_data(batch);
-  // Three round trips: BEGIN with the COPY, its data, then the notifications with the COMMIT.
+  // Two round trips: BEGIN, the COPY, the notifications and the COMMIT go as one query, the
+  // COPY's data as the second.
   auto channel = conn.literal(wake_channel(stmts.where()));
   std::vector<std::string> queues;
-  std::string finish = "SELECT ";
+  std::string finish = "; SELECT ";
   for (const auto& m : batch) {
     if (std::find(queues.begin(), queues.end(), m.queue) != queues.end())
       continue;
@@ -218,9 +219,7 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
   }
   finish += "; COMMIT";
   try {
-    auto written = conn.copy_in(stmts.get("copy_messages"), data, "BEGIN; ").affected();
-    conn.exec(finish, "copy_messages");
-    return written;
+    return conn.copy_in(stmts.get("copy_messages"), data, "BEGIN; ", finish).affected();
   } catch (...) {
     if (conn.ok())
       PQclear(PQexec(conn.native(), "ROLLBACK"));

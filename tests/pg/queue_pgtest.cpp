@@ -331,6 +331,26 @@ CAF_TEST(a batch is one transaction and one notification per queue) {
   CAF_CHECK_EQUAL(wakes(listener, 2), (std::multiset<std::string>{"even", "odd"}));
 }
 
+CAF_TEST(a COPY whose following statement fails writes nothing and names the failure) {
+  // copy_in sends the COPY with what follows it as one query; an error after the COPY (here
+  // before the COMMIT) must not pass for success.
+  std::vector<storage::new_message> rows;
+  for (int i = 0; i < 3; ++i)
+    rows.push_back(to_new_message(job(i)));
+  auto& conn = area.sql();
+  try {
+    conn.copy_in(area.statements().get("copy_messages"), storage::copy_messages_data(rows),
+                 "BEGIN; ", "; SELECT 1 / 0; COMMIT");
+    CAF_FAIL("a failed statement after the COPY passed for success");
+  } catch (const error& e) {
+    CAF_CHECK(e.sqlstate() == "22012"); // division_by_zero
+  }
+  PQclear(PQexec(reinterpret_cast<PGconn*>(conn.native()), "ROLLBACK"));
+  CAF_CHECK(conn.ok());
+  CAF_CHECK_EQUAL(count("true"), 0);
+  CAF_CHECK_EQUAL(area.scalar("SELECT 7"), 7); // the connection takes the next statement
+}
+
 CAF_TEST(a failed batch writes nothing) {
   producer.enqueue(job(1));
   std::vector<message> batch{job(2), job(3)};
