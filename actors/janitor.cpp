@@ -14,6 +14,7 @@ struct janitor_state {
   static inline const char* name = "troupe.janitor";
   janitor_settings settings;
   bool pass_running = false;
+  bool vacuum_running = false;
   std::minstd_rand rng{std::random_device{}()};
 
   milliseconds next_delay() {
@@ -36,12 +37,36 @@ void report(janitor_ptr self, const storage::reap_report& r) {
                r.dead_nodes, r.recovered, fmt::join(r.queues, ","));
 }
 
+void maybe_vacuum(janitor_ptr self) {
+  auto& st = self->state;
+  if (st.vacuum_running || st.settings.vacuum_dead_rows <= 0 || !st.settings.upkeep)
+    return;
+  st.vacuum_running = true;
+  auto started = steady_clock::now();
+  self
+    ->request(st.settings.upkeep, minutes(2), vacuum_atom_v,
+              static_cast<std::int64_t>(st.settings.vacuum_dead_rows))
+    .then(
+      [=](std::int64_t dead) {
+        self->state.vacuum_running = false;
+        if (dead >= 0)
+          log().info("janitor: vacuumed the queue table ({} dead row versions) in {}ms", dead,
+                     duration_cast<milliseconds>(steady_clock::now() - started).count());
+      },
+      [=](caf::error& err) {
+        self->state.vacuum_running = false;
+        log().warn("janitor: vacuum failed statement=vacuum_queue error={}", describe(err));
+      });
+}
+
 } // namespace
 
 // A function with arguments, not a capturing lambda: CAF 0.17 dereferences a null argument
 // tuple when it spawns a function object without arguments (UBSan reports it).
 static janitor_actor::behavior_type janitor_impl(janitor_ptr self, janitor_settings settings) {
   self->state.settings = std::move(settings);
+  if (self->state.settings.upkeep)
+    self->link_to(self->state.settings.upkeep);
   self->set_default_handler(
     [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
       log().warn("janitor: unexpected message {}", caf::to_string(x.content()));
@@ -52,6 +77,7 @@ static janitor_actor::behavior_type janitor_impl(janitor_ptr self, janitor_setti
     [=](poll_atom) {
       auto& st = self->state;
       self->delayed_send(self, st.next_delay(), poll_atom_v);
+      maybe_vacuum(self);
       if (st.pass_running)
         return;
       st.pass_running = true;

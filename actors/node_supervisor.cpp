@@ -110,9 +110,14 @@ void start_workers(supervisor_ptr self) {
   self->monitor(st.batcher);
   for (const auto& q : st.options.queues)
     st.consumers.emplace(q.name, spawn_queue_consumer(self, q));
-  st.janitor =
-    spawn_janitor(self->system(), janitor_settings{st.storage, st.options.janitor_interval,
-                                                   st.options.dead_node_grace});
+  janitor_settings js{st.storage, st.options.janitor_interval, st.options.dead_node_grace};
+  if (st.options.vacuum_dead_rows > 0) {
+    auto upkeep = storage_config(st);
+    upkeep.application_name = "troupe-node-upkeep";
+    js.upkeep = spawn_storage_actor(self->system(), std::move(upkeep));
+    js.vacuum_dead_rows = st.options.vacuum_dead_rows;
+  }
+  st.janitor = spawn_janitor(self->system(), std::move(js));
   self->monitor(st.janitor);
   log().info("node started node={} name={} queues={}", st.node_id, st.identity.name,
              fmt::join(st.identity.queues, ","));

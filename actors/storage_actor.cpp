@@ -137,6 +137,10 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
         return storage::reap_dead_nodes(c, stmts, std::chrono::milliseconds{grace_ms});
       });
     },
+    [=, &st, &stmts](vacuum_atom, std::int64_t min_dead) -> caf::result<std::int64_t> {
+      return st.guarded(
+        [&](storage::connection& c) { return storage::vacuum_queue(c, stmts, min_dead); });
+    },
     [=, &st, &stmts](stats_atom,
                      const std::string& queue) -> caf::result<std::vector<storage::queue_stats>> {
       return st.guarded([&](storage::connection& c) {
@@ -224,6 +228,9 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
       return self->delegate(self->state.pick(), a, std::move(b), std::move(o));
     },
     [=](reap_atom a, std::int64_t grace) { return self->delegate(self->state.pick(), a, grace); },
+    [=](vacuum_atom a, std::int64_t min_dead) {
+      return self->delegate(self->state.pick(), a, min_dead);
+    },
     [=](stats_atom a, std::string& q) {
       return self->delegate(self->state.pick(), a, std::move(q));
     },

@@ -76,6 +76,10 @@ constexpr section_option section_options[] = {
    [](settings& s) -> field_ref { return &s.node.completion_flush_interval; }},
   {"node", "completion-batch-size", "outcomes written in one statement at most (1 to 10000)",
    [](settings& s) -> field_ref { return &s.node.completion_batch_size; }},
+  {"node", "vacuum-dead-rows",
+   "the janitor vacuums the queue table past this many dead row versions plus 2 % of its live "
+   "rows (0 never)",
+   [](settings& s) -> field_ref { return &s.node.vacuum_dead_rows; }},
   {"logging", "level", "trace, debug, info, warn, error, critical or off",
    [](settings& s) -> field_ref { return &s.logging.level; }},
   {"logging", "format", "log line format; only \"text\" so far",

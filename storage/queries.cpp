@@ -118,6 +118,27 @@ params store_keys_params(const std::vector<key_claim>& claims, std::int64_t toke
   };
 }
 
+std::int64_t vacuum_queue(connection& conn, const statement_set& stmts, std::int64_t min_dead) {
+  auto counts = conn.run(stmts.get("queue_dead_rows"), {});
+  if (counts.rows() == 0)
+    return -1;
+  auto dead = counts.int64(0, 0);
+  auto live = counts.int64(0, 1);
+  if (dead < min_dead + live / 50)
+    return -1;
+  // VACUUM and SET cannot be prepared: their texts come from the statement set, run as they are.
+  conn.exec(stmts.get("vacuum_timeout").text, "vacuum_timeout");
+  try {
+    conn.exec(stmts.get("vacuum_queue").text, "vacuum_queue");
+  } catch (...) {
+    if (conn.ok())
+      PQclear(PQexec(conn.native(), stmts.get("vacuum_timeout_reset").text.c_str()));
+    throw;
+  }
+  conn.exec(stmts.get("vacuum_timeout_reset").text, "vacuum_timeout_reset");
+  return dead;
+}
+
 std::int64_t prune_deduplication_keys(connection& conn, const statement_set& stmts,
                                       std::int64_t limit) {
   return conn.run(stmts.get("prune_deduplication_keys"), {std::to_string(limit)}).affected();

@@ -84,4 +84,11 @@ void deregister_node(connection& conn, const statement_set& stmts, std::int32_t 
 reap_report reap_dead_nodes(connection& conn, const statement_set& stmts,
                             std::chrono::milliseconds grace);
 
+/// Vacuums the queue table (its indexes included) when PostgreSQL's statistics count at least
+/// `min_dead` dead row versions in it plus 2 % of its live rows: every claim leaves one in the
+/// fetch index, and later claims walk over them until a vacuum removes them. Skips at once
+/// when another vacuum of the table (another node's, autovacuum) holds it. Returns the dead
+/// versions counted when it vacuumed, -1 when it did not. Not inside a transaction.
+std::int64_t vacuum_queue(connection& conn, const statement_set& stmts, std::int64_t min_dead);
+
 } // namespace troupe::storage

@@ -55,6 +55,8 @@ void validate(const node_options& o) {
                       o.completion_batch_size));
   require(o.completion_flush_interval.count() >= 0,
           "node.completion-flush-interval must not be negative");
+  require(o.vacuum_dead_rows >= 0,
+          fmt::format("node.vacuum-dead-rows must not be negative, got {}", o.vacuum_dead_rows));
 }
 
 } // namespace troupe

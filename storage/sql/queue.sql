@@ -165,6 +165,26 @@ WITH back AS (
 SELECT (SELECT count(*) FROM back),
        (SELECT count(*) FROM (SELECT pg_notify($4, $2) WHERE EXISTS (SELECT 1 FROM back)) n)
 
+-- name: queue_dead_rows
+-- Dead and live row versions of the queue table as PostgreSQL's statistics count them (they
+-- lag the truth by up to a few seconds).
+SELECT coalesce(n_dead_tup, 0), coalesce(n_live_tup, 0)
+  FROM pg_stat_user_tables WHERE relid = '{{t:queue}}'::regclass
+
+-- name: vacuum_queue
+-- Removes dead row versions from the queue table and its indexes. INDEX_CLEANUP ON: the fetch
+-- index's dead entries are the point, even when few heap pages hold dead rows. TRUNCATE OFF:
+-- truncating would take a lock that blocks claims. SKIP_LOCKED: when another vacuum of the
+-- table runs, this one gives way at once. Sent as plain SQL (it cannot be prepared), between
+-- vacuum_timeout and vacuum_timeout_reset: a node that stops waits for it, 30 s at most.
+VACUUM (INDEX_CLEANUP ON, TRUNCATE OFF, SKIP_LOCKED) {{t:queue}}
+
+-- name: vacuum_timeout
+SET statement_timeout = '30s'
+
+-- name: vacuum_timeout_reset
+RESET statement_timeout
+
 -- name: queue_stats
 -- Per queue: counts per state, ready (queued and due), scheduled (queued, not yet due) and the
 -- age of the oldest ready message. NULL $1 means every queue that has rows.

@@ -331,6 +331,39 @@ CAF_TEST(a batch is one transaction and one notification per queue) {
   CAF_CHECK_EQUAL(wakes(listener, 2), (std::multiset<std::string>{"even", "odd"}));
 }
 
+CAF_TEST(vacuum_queue vacuums only past the dead rows it is given) {
+  std::vector<message> batch;
+  for (int i = 0; i < 200; ++i)
+    batch.push_back(job(i));
+  producer.enqueue_many(batch);
+  auto& conn = area.sql();
+  auto n = node(conn);
+  // Each claimed and each completed row leaves a dead version behind.
+  for (;;) {
+    auto claimed = storage::claim_batch(conn, area.statements(), "default", n, 50);
+    if (claimed.messages.empty())
+      break;
+    std::vector<storage::outcome> outs;
+    for (auto& c : claimed.messages)
+      outs.push_back({c.id, c.attempt, storage::outcome_state::done, "", "", 0, {}});
+    storage::complete_batch(conn, area.statements(), n, outs);
+  }
+  conn.exec("SELECT pg_stat_force_next_flush()");
+  conn.exec("SELECT 1"); // a transaction end: this connection's counts reach the statistics
+  auto stats = [&](const char* column) {
+    return area.scalar(
+      fmt::format("SELECT {} FROM pg_stat_user_tables WHERE relid = '{}'::regclass", column,
+                  area.queue_table()));
+  };
+  CAF_REQUIRE(testkit::wait_until([&] { return stats("n_dead_tup") >= 400; }, 10s));
+  CAF_CHECK_EQUAL(storage::vacuum_queue(conn, area.statements(), 1'000'000), -1);
+  CAF_CHECK_EQUAL(stats("vacuum_count"), 0);
+  CAF_CHECK(storage::vacuum_queue(conn, area.statements(), 100) >= 400);
+  CAF_CHECK_EQUAL(stats("vacuum_count"), 1);
+  CAF_CHECK_EQUAL(stats("n_dead_tup"), 0);
+  CAF_CHECK_EQUAL(area.scalar("SHOW statement_timeout"), 0); // the 30 s bound is reset
+}
+
 CAF_TEST(a COPY whose following statement fails writes nothing and names the failure) {
   // copy_in sends the COPY with what follows it as one query; an error after the COPY (here
   // before the COMMIT) must not pass for success.

@@ -209,6 +209,26 @@ CAF_TEST(a graceful stop finishes running tasks and hands back prefetched ones) 
                   0);
 }
 
+CAF_TEST(the janitor vacuums the queue table once claims leave dead rows) {
+  auto o = options();
+  o.vacuum_dead_rows = 100;
+  auto node = spawn_worker_node(*sys, o, tasks);
+  std::vector<message> batch;
+  for (int i = 0; i < 300; ++i)
+    batch.push_back(add(i, 0));
+  producer.enqueue_many(batch);
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 300; }, 30s));
+  // The node's connections report their dead rows to the statistics within about 10 s.
+  CAF_CHECK(testkit::wait_until(
+    [&] {
+      return area.scalar(fmt::format(
+               "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = '{}'::regclass",
+               area.queue_table())) >= 1;
+    },
+    30s));
+  stop(node);
+}
+
 CAF_TEST(two nodes share a queue and never run a message twice) {
   auto a = spawn_worker_node(*sys, options(2, 4), tasks);
   auto b = spawn_worker_node(*sys, options(2, 4), tasks);

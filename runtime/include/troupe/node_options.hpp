@@ -25,6 +25,7 @@ inline constexpr std::chrono::milliseconds time_limit_grace{5000};
 inline constexpr std::chrono::milliseconds listener_reconnect_backoff_max{1000};
 inline constexpr std::chrono::milliseconds completion_flush_interval{2};
 inline constexpr std::int32_t completion_batch_size = 500;
+inline constexpr std::int32_t vacuum_dead_rows = 50'000;
 inline constexpr std::chrono::milliseconds reconnect_backoff_max{5000};
 } // namespace defaults
 
@@ -69,6 +70,11 @@ struct node_options {
   /// or when it holds `completion_batch_size` outcomes.
   std::chrono::milliseconds completion_flush_interval = defaults::completion_flush_interval;
   std::int32_t completion_batch_size = defaults::completion_batch_size;
+  /// The janitor vacuums the queue table (on a connection of its own) when it holds at least
+  /// this many dead row versions plus 2 % of its live rows. Each claim leaves a dead entry in
+  /// the fetch index that later claims walk over until a vacuum removes it; autovacuum comes
+  /// once a minute at most. 0 leaves the table to autovacuum.
+  std::int32_t vacuum_dead_rows = defaults::vacuum_dead_rows;
 };
 
 /// Throws troupe::error(invalid_argument) naming the first setting that breaks a rule.

@@ -33,6 +33,7 @@ CAF_ADD_ATOM(troupe, troupe::atoms, poll_atom, "poll")
 CAF_ADD_ATOM(troupe, troupe::atoms, eta_atom, "eta")
 CAF_ADD_ATOM(troupe, troupe::atoms, limit_atom, "limit")
 CAF_ADD_ATOM(troupe, troupe::atoms, cancel_atom, "cancel")
+CAF_ADD_ATOM(troupe, troupe::atoms, vacuum_atom, "vacuum")
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 struct pg_conn; // libpq's PGconn
@@ -170,6 +171,9 @@ using storage_actor = caf::typed_actor<
                   std::vector<enqueue_options>>::with<std::vector<message>>,
   // one janitor pass with the given grace (ms) for nodes whose lock is free
   caf::replies_to<reap_atom, std::int64_t>::with<storage::reap_report>,
+  // vacuums the queue table if it holds at least this many dead row versions (plus 2 % of its
+  // live rows); replies with the dead versions counted when it did, -1 when it did not
+  caf::replies_to<vacuum_atom, std::int64_t>::with<std::int64_t>,
   // statistics of one queue, or of all when the name is empty
   caf::replies_to<stats_atom, std::string>::with<std::vector<storage::queue_stats>>>;
 
