@@ -1,5 +1,6 @@
 #include "actors/janitor.hpp"
 
+#include "storage/queries.hpp"
 #include "troupe/log.hpp"
 
 #include <random>
@@ -15,6 +16,7 @@ struct janitor_state {
   janitor_settings settings;
   bool pass_running = false;
   bool vacuum_running = false;
+  bool vacuum_refused = false; // this role may not vacuum the queue table
   std::minstd_rand rng{std::random_device{}()};
 
   milliseconds next_delay() {
@@ -39,7 +41,8 @@ void report(janitor_ptr self, const storage::reap_report& r) {
 
 void maybe_vacuum(janitor_ptr self) {
   auto& st = self->state;
-  if (st.vacuum_running || st.settings.vacuum_dead_rows <= 0 || !st.settings.upkeep)
+  if (st.vacuum_running || st.vacuum_refused || st.settings.vacuum_dead_rows <= 0 ||
+      !st.settings.upkeep)
     return;
   st.vacuum_running = true;
   auto started = steady_clock::now();
@@ -49,6 +52,13 @@ void maybe_vacuum(janitor_ptr self) {
     .then(
       [=](std::int64_t dead) {
         self->state.vacuum_running = false;
+        if (dead == storage::vacuum_not_allowed) {
+          self->state.vacuum_refused = true;
+          log().warn("janitor: this node's role may not vacuum the queue table (it must own "
+                     "the table or the database); leaving it to autovacuum. Set "
+                     "node.vacuum-dead-rows=0 to silence this");
+          return;
+        }
         if (dead >= 0)
           log().info("janitor: vacuumed the queue table ({} dead row versions) in {}ms", dead,
                      duration_cast<milliseconds>(steady_clock::now() - started).count());

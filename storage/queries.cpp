@@ -122,6 +122,8 @@ std::int64_t vacuum_queue(connection& conn, const statement_set& stmts, std::int
   auto counts = conn.run(stmts.get("queue_dead_rows"), {});
   if (counts.rows() == 0)
     return -1;
+  if (counts.text(0, 2) != "t")
+    return vacuum_not_allowed;
   auto dead = counts.int64(0, 0);
   auto live = counts.int64(0, 1);
   if (dead < min_dead + live / 50)

@@ -88,7 +88,9 @@ reap_report reap_dead_nodes(connection& conn, const statement_set& stmts,
 /// `min_dead` dead row versions in it plus 2 % of its live rows: every claim leaves one in the
 /// fetch index, and later claims walk over them until a vacuum removes them. Skips at once
 /// when another vacuum of the table (another node's, autovacuum) holds it. Returns the dead
-/// versions counted when it vacuumed, -1 when it did not. Not inside a transaction.
+/// versions counted when it vacuumed, -1 when it did not, and `vacuum_not_allowed` when this
+/// role may not vacuum the table (it must own it, or the database). Not inside a transaction.
 std::int64_t vacuum_queue(connection& conn, const statement_set& stmts, std::int64_t min_dead);
+inline constexpr std::int64_t vacuum_not_allowed = -2;
 
 } // namespace troupe::storage

@@ -167,9 +167,15 @@ SELECT (SELECT count(*) FROM back),
 
 -- name: queue_dead_rows
 -- Dead and live row versions of the queue table as PostgreSQL's statistics count them (they
--- lag the truth by up to a few seconds).
-SELECT coalesce(n_dead_tup, 0), coalesce(n_live_tup, 0)
-  FROM pg_stat_user_tables WHERE relid = '{{t:queue}}'::regclass
+-- lag the truth by up to a few seconds), and whether this role may vacuum it: PostgreSQL lets
+-- the table's owner and the database's owner (or a member of either role, or a superuser) do
+-- it, and only warns when anyone else tries.
+SELECT coalesce(s.n_dead_tup, 0), coalesce(s.n_live_tup, 0),
+       pg_has_role(c.relowner, 'USAGE') OR pg_has_role(d.datdba, 'USAGE')
+  FROM pg_class c
+  JOIN pg_database d ON d.datname = current_database()
+  LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+ WHERE c.oid = '{{t:queue}}'::regclass
 
 -- name: vacuum_queue
 -- Removes dead row versions from the queue table and its indexes. INDEX_CLEANUP ON: the fetch

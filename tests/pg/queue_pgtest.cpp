@@ -362,6 +362,18 @@ CAF_TEST(vacuum_queue vacuums only past the dead rows it is given) {
   CAF_CHECK_EQUAL(stats("vacuum_count"), 1);
   CAF_CHECK_EQUAL(stats("n_dead_tup"), 0);
   CAF_CHECK_EQUAL(area.scalar("SHOW statement_timeout"), 0); // the 30 s bound is reset
+  // A role that owns neither the table nor the database is told so, and nothing runs.
+  auto schema = quote_identifier(area.where().schema);
+  conn.exec("DROP ROLE IF EXISTS troupe_test_stranger");
+  conn.exec("CREATE ROLE troupe_test_stranger");
+  conn.exec("GRANT USAGE ON SCHEMA " + schema + " TO troupe_test_stranger");
+  conn.exec("SET ROLE troupe_test_stranger");
+  auto refused = storage::vacuum_queue(conn, area.statements(), 0);
+  conn.exec("RESET ROLE");
+  conn.exec("REVOKE USAGE ON SCHEMA " + schema + " FROM troupe_test_stranger");
+  conn.exec("DROP ROLE troupe_test_stranger");
+  CAF_CHECK_EQUAL(refused, storage::vacuum_not_allowed);
+  CAF_CHECK_EQUAL(stats("vacuum_count"), 1);
 }
 
 CAF_TEST(a COPY whose following statement fails writes nothing and names the failure) {
