@@ -18,24 +18,25 @@ using namespace std::chrono;
 // Each busy executor gets its next messages before it finishes the one it runs (up to
 // `pipeline_depth` queued behind it), so that it goes on from one to the next without waiting
 // for the consumer, and without a thread wake-up. A message sent but not started can be taken
-// back (for an idle executor, at a stop, when the executor is abandoned or dies): the executor
-// starts a message only by moving the slot's gate from the ticket before it to its own, and
-// taking back moves the gate to a new epoch, which no ticket already sent matches. Whatever
-// the gate says was started stays with the slot.
+// back (for an idle executor, at a stop, when the executor is abandoned or dies). Tickets
+// count up per slot, one per message sent; the executor starts a message only by moving the
+// slot's gate from the ticket before it to its own. Taking back moves the gate one past the
+// last ticket sent, which no message already sent can match; the gate's old value says which
+// were started (every ticket up to it), and those stay with the slot. 64-bit tickets never
+// wrap.
 constexpr std::size_t pipeline_depth = 16;
 
 struct sent_message {
   storage::claimed_message message;
-  std::uint32_t seq = 0; // its ticket's sequence number; 0 once known to be started
+  std::uint64_t ticket = 0;
 };
 
 struct slot {
   executor_actor executor;
   std::shared_ptr<std::atomic<std::uint64_t>> gate;
-  std::uint32_t epoch = 0; // of the tickets sent now
-  std::uint32_t sent = 0;  // sequence number of the last ticket sent in this epoch
+  std::uint64_t last_ticket = 0; // the last one sent, or the gate after a take-back
   std::optional<storage::claimed_message> running;
-  std::uint32_t running_seq = 0;
+  std::uint64_t running_ticket = 0;
   std::deque<sent_message> queued; // sent behind the running one, in order
   // Assigned by the dispatch at hand, sent to the executor in one message when it ends.
   std::vector<storage::claimed_message> outbox;
@@ -336,14 +337,14 @@ void arm_limit_timer(consumer_ptr self, std::size_t index) {
                      static_cast<std::int32_t>(index), s.running->id, s.running->attempt);
 }
 
-// Gives `m` the slot's next ticket and puts it in the slot's outbox; returns its sequence
-// number. The dispatch sends each outbox in one message when it ends (flush_outboxes).
-std::uint32_t send_run(slot& s, const storage::claimed_message& m) {
-  ++s.sent;
+// Gives `m` the slot's next ticket and puts it in the slot's outbox; returns the ticket. The
+// dispatch sends each outbox in one message when it ends (flush_outboxes).
+std::uint64_t send_run(slot& s, const storage::claimed_message& m) {
+  ++s.last_ticket;
   if (s.outbox.empty())
-    s.outbox_first = (std::uint64_t{s.epoch} << 32) | s.sent;
+    s.outbox_first = s.last_ticket;
   s.outbox.push_back(m);
-  return s.sent;
+  return s.last_ticket;
 }
 
 void flush_outboxes(consumer_ptr self) {
@@ -357,11 +358,11 @@ void flush_outboxes(consumer_ptr self) {
 
 // Slot `index` runs `m` from now on.
 void start_running(consumer_ptr self, std::size_t index, storage::claimed_message m,
-                   std::uint32_t seq) {
+                   std::uint64_t ticket) {
   auto& st = self->state;
   auto& s = st.slots[index];
   s.running = std::move(m);
-  s.running_seq = seq;
+  s.running_ticket = ticket;
   ++st.running;
   // Past its time limit and the grace, the attempt is abandoned (see the limit handler).
   auto limit = time_limit_of(*st.settings.registry, *s.running) + st.settings.time_limit_grace;
@@ -373,30 +374,21 @@ void start_running(consumer_ptr self, std::size_t index, storage::claimed_messag
 // the ready list; the executor will drop it unseen. A started message stays with the slot.
 void take_back(consumer_ptr self, slot& s) {
   auto& st = self->state;
-  auto was = s.gate->load();
-  std::uint64_t fresh = std::uint64_t{s.epoch + 1} << 32;
-  while (!s.gate->compare_exchange_weak(was, fresh)) {
-  }
-  auto started = (was >> 32) == s.epoch ? static_cast<std::uint32_t>(was) : 0u;
-  ++s.epoch;
-  s.sent = 0;
-  s.outbox.clear(); // not sent yet, and its tickets are of the old epoch
-  // Sequence numbers grow from the running message to the back of the queue, so what was not
-  // started is a tail.
-  while (!s.queued.empty() && s.queued.back().seq > started) {
+  // Every ticket up to the gate's old value was started; none sent can match the new one.
+  auto started = s.gate->exchange(++s.last_ticket);
+  s.outbox.clear(); // not sent yet: what it holds is in the slot, and comes back below
+  // Tickets grow from the running message to the back of the queue, so what was not started
+  // is a tail.
+  while (!s.queued.empty() && s.queued.back().ticket > started) {
     st.ready.push_front(std::move(s.queued.back().message));
     s.queued.pop_back();
     --st.queued;
   }
-  if (s.running && s.running_seq > started) {
+  if (s.running && s.running_ticket > started) {
     st.ready.push_front(std::move(*s.running));
     s.running.reset();
     --st.running;
   }
-  // What stays was started, under the old epoch: sequence 0 says so to the next take-back.
-  s.running_seq = 0;
-  for (auto& q : s.queued)
-    q.seq = 0;
 }
 
 // The running message is settled: what was queued behind it runs now.
@@ -408,7 +400,7 @@ void promote(consumer_ptr self, std::size_t index) {
   auto next = std::move(s.queued.front());
   s.queued.pop_front();
   --st.queued;
-  start_running(self, index, std::move(next.message), next.seq);
+  start_running(self, index, std::move(next.message), next.ticket);
 }
 
 // Hands ready messages to idle executors.
@@ -420,8 +412,8 @@ void fill_idle(consumer_ptr self) {
       continue;
     auto m = std::move(st.ready.front());
     st.ready.pop_front();
-    auto seq = send_run(s, m);
-    start_running(self, i, std::move(m), seq);
+    auto ticket = send_run(s, m);
+    start_running(self, i, std::move(m), ticket);
   }
 }
 
@@ -439,8 +431,8 @@ void assign(consumer_ptr self) {
         continue;
       auto m = std::move(st.ready.front());
       st.ready.pop_front();
-      auto seq = send_run(s, m);
-      s.queued.push_back({std::move(m), seq});
+      auto ticket = send_run(s, m);
+      s.queued.push_back({std::move(m), ticket});
       ++st.queued;
     }
   }
@@ -451,7 +443,7 @@ void assign(consumer_ptr self) {
     if (!st.ready.empty() || st.stopping ||
         st.running == static_cast<std::int32_t>(st.slots.size()))
       return;
-    if (busy.queued.empty() || busy.queued.back().seq == 0)
+    if (busy.queued.empty() || busy.queued.back().ticket <= busy.gate->load())
       continue; // nothing queued, or all of it already started
     take_back(self, busy);
     fill_idle(self);
@@ -468,8 +460,7 @@ executor_actor new_executor(consumer_ptr self, std::size_t index) {
   auto& st = self->state;
   auto& s = st.slots[index];
   s.gate = std::make_shared<std::atomic<std::uint64_t>>(0);
-  s.epoch = 0;
-  s.sent = 0;
+  s.last_ticket = 0;
   return spawn_executor(self, st.settings.registry, st.settings.queue.name,
                         caf::actor_cast<consumer_actor>(self), static_cast<std::int32_t>(index),
                         st.stopping_flag, s.gate);

@@ -38,8 +38,8 @@ consumer_actor spawn_consumer(caf::actor_system& sys, consumer_settings settings
 /// Spawns one executor: a detached actor running task code for `consumer` in slot `slot`.
 /// `stopping` turns true when the node stops (tasks that asked for shutdown notifications
 /// see it through their task_context). `gate` holds the ticket of the last message the
-/// executor started; the consumer moves it to a new epoch to take back what was sent but not
-/// started.
+/// executor started; the consumer moves it past every ticket sent to take back what was sent
+/// but not started.
 executor_actor spawn_executor(caf::local_actor* parent,
                               std::shared_ptr<const task_registry> registry, std::string queue,
                               consumer_actor consumer, std::int32_t slot,

@@ -178,10 +178,10 @@ using storage_actor = caf::typed_actor<
   caf::replies_to<stats_atom, std::string>::with<std::vector<storage::queue_stats>>>;
 
 /// Runs task code for one consumer; blocking is allowed (a detached actor, one thread each).
-/// Gets messages to run in order, several at a time, with the ticket of the first (the
-/// consumer's epoch for the slot, then a sequence number; the next ones follow it). Starts
-/// each only if the slot's gate still holds the ticket before it (see actors/consumer.cpp),
-/// and reports `(executed_atom, slot, outcome)` for each back to its consumer.
+/// Gets messages to run in order, several at a time, with the ticket of the first (tickets
+/// count up per slot; the next ones follow it). Starts each only if the slot's gate still
+/// holds the ticket before it (see actors/consumer.cpp), and reports
+/// `(executed_atom, slot, outcome)` for each back to its consumer.
 using executor_actor =
   caf::typed_actor<caf::reacts_to<run_atom, std::vector<storage::claimed_message>, std::uint64_t>>;
 
