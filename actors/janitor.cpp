@@ -17,6 +17,10 @@ struct janitor_state {
   bool pass_running = false;
   bool vacuum_running = false;
   bool vacuum_refused = false; // this role may not vacuum the queue table
+  // After a failed vacuum (its 30 s timeout, say, on a very large table) the next waits, a
+  // minute at first and up to ten, so that a vacuum that cannot finish does not run on and on.
+  steady_clock::time_point vacuum_not_before{};
+  milliseconds vacuum_backoff{0};
   std::minstd_rand rng{std::random_device{}()};
 
   milliseconds next_delay() {
@@ -42,7 +46,7 @@ void report(janitor_ptr self, const storage::reap_report& r) {
 void maybe_vacuum(janitor_ptr self) {
   auto& st = self->state;
   if (st.vacuum_running || st.vacuum_refused || st.settings.vacuum_dead_rows <= 0 ||
-      !st.settings.upkeep)
+      !st.settings.upkeep || steady_clock::now() < st.vacuum_not_before)
     return;
   st.vacuum_running = true;
   auto started = steady_clock::now();
@@ -52,6 +56,7 @@ void maybe_vacuum(janitor_ptr self) {
     .then(
       [=](std::int64_t dead) {
         self->state.vacuum_running = false;
+        self->state.vacuum_backoff = milliseconds{0};
         if (dead == storage::vacuum_not_allowed) {
           self->state.vacuum_refused = true;
           log().warn("janitor: this node's role may not vacuum the queue table (it must own "
@@ -64,8 +69,14 @@ void maybe_vacuum(janitor_ptr self) {
                      duration_cast<milliseconds>(steady_clock::now() - started).count());
       },
       [=](caf::error& err) {
-        self->state.vacuum_running = false;
-        log().warn("janitor: vacuum failed statement=vacuum_queue error={}", describe(err));
+        auto& s = self->state;
+        s.vacuum_running = false;
+        s.vacuum_backoff = std::min<milliseconds>(minutes(10), s.vacuum_backoff.count() == 0
+                                                                 ? milliseconds{minutes(1)}
+                                                                 : s.vacuum_backoff * 2);
+        s.vacuum_not_before = steady_clock::now() + s.vacuum_backoff;
+        log().warn("janitor: vacuum failed statement=vacuum_queue error={}; next try in {}s",
+                   describe(err), duration_cast<seconds>(s.vacuum_backoff).count());
       });
 }
 
