@@ -55,7 +55,6 @@ struct consumer_state {
   std::vector<slot> slots;
   std::deque<storage::claimed_message> ready; // claimed, not started
   std::int32_t running = 0;
-  std::int32_t queued = 0;   // messages sent behind running ones
   std::int32_t claiming = 0; // rows asked for by the claim in flight
   // Something that may bring rows (a notification, the eta timer, the poll, a written retry)
   // came while a claim was in flight: that claim may have run before the new rows committed
@@ -97,8 +96,15 @@ struct consumer_state {
   std::set<caf::actor_addr> abandoned;
 
   std::int32_t capacity() const { return settings.queue.concurrency + settings.queue.prefetch; }
+  // Messages sent to executors behind their running ones.
+  std::int32_t queued() const {
+    std::size_t n = 0;
+    for (const auto& s : slots)
+      n += s.queued.size();
+    return static_cast<std::int32_t>(n);
+  }
   std::int32_t held() const {
-    return running + queued + static_cast<std::int32_t>(ready.size()) + claiming;
+    return running + queued() + static_cast<std::int32_t>(ready.size()) + claiming;
   }
   // Outcomes handed to the completion batcher and not yet written. Up to one capacity of them
   // is the normal pipeline (a write in flight while the executors go on); beyond that they
@@ -139,7 +145,7 @@ void recover_after_failed_claim(consumer_ptr self);
 
 void finish_stop_if_idle(consumer_ptr self) {
   auto& st = self->state;
-  if (!st.stopping || st.running > 0 || st.queued > 0 || st.claiming > 0 || st.releasing > 0 ||
+  if (!st.stopping || st.running > 0 || st.queued() > 0 || st.claiming > 0 || st.releasing > 0 ||
       st.recovering || !st.ready.empty() || !st.stop_promise)
     return;
   st.stop_promise->deliver(st.report());
@@ -339,7 +345,7 @@ void arm_limit_timer(consumer_ptr self, std::size_t index) {
 
 // Gives `m` the slot's next ticket and puts it in the slot's outbox; returns the ticket. The
 // dispatch sends each outbox in one message when it ends (flush_outboxes).
-std::uint64_t send_run(slot& s, const storage::claimed_message& m) {
+std::uint64_t put_in_outbox(slot& s, const storage::claimed_message& m) {
   ++s.last_ticket;
   if (s.outbox.empty())
     s.outbox_first = s.last_ticket;
@@ -382,7 +388,6 @@ void take_back(consumer_ptr self, slot& s) {
   while (!s.queued.empty() && s.queued.back().ticket > started) {
     st.ready.push_front(std::move(s.queued.back().message));
     s.queued.pop_back();
-    --st.queued;
   }
   if (s.running && s.running_ticket > started) {
     st.ready.push_front(std::move(*s.running));
@@ -399,7 +404,6 @@ void promote(consumer_ptr self, std::size_t index) {
     return;
   auto next = std::move(s.queued.front());
   s.queued.pop_front();
-  --st.queued;
   start_running(self, index, std::move(next.message), next.ticket);
 }
 
@@ -412,7 +416,7 @@ void fill_idle(consumer_ptr self) {
       continue;
     auto m = std::move(st.ready.front());
     st.ready.pop_front();
-    auto ticket = send_run(s, m);
+    auto ticket = put_in_outbox(s, m);
     start_running(self, i, std::move(m), ticket);
   }
 }
@@ -431,9 +435,8 @@ void assign(consumer_ptr self) {
         continue;
       auto m = std::move(st.ready.front());
       st.ready.pop_front();
-      auto ticket = send_run(s, m);
+      auto ticket = put_in_outbox(s, m);
       s.queued.push_back({std::move(m), ticket});
-      ++st.queued;
     }
   }
   // An executor left idle with nothing ready takes over what is queued behind another's

@@ -16,8 +16,8 @@ struct janitor_settings {
   /// hold up the pool's claims and writes. Linked to the janitor, so it goes with it.
   storage_actor upkeep;
   /// Vacuum the queue table past this many dead row versions (plus 2 % of its live rows);
-  /// 0 never.
-  std::int32_t vacuum_dead_rows = 50'000;
+  /// 0 never (nor without `upkeep`).
+  std::int32_t vacuum_dead_rows = 0;
 };
 
 /// Spawns the janitor. Its first pass runs at once, then every interval (jittered by 10 %); a

@@ -228,6 +228,8 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
       return self->delegate(self->state.pick(), a, std::move(b), std::move(o));
     },
     [=](reap_atom a, std::int64_t grace) { return self->delegate(self->state.pick(), a, grace); },
+    // The node's janitor vacuums on a storage actor of its own, never through the pool; the
+    // router answers it only because every storage actor takes the whole protocol.
     [=](vacuum_atom a, std::int64_t min_dead) {
       return self->delegate(self->state.pick(), a, min_dead);
     },

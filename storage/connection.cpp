@@ -394,18 +394,17 @@ result connection::copy_in(const statement& st, std::string_view data, std::stri
     if (status == PGRES_COPY_IN)
       break;
   }
+  if (failed) {
+    // The server runs nothing after a failed statement, so the COPY itself went through: the
+    // error to report is the later statement's.
+    if (end)
+      PQclear(end);
+    end = failed;
+  }
   if (!sent && end && PQresultStatus(end) == PGRES_COMMAND_OK) {
     PQclear(end);
-    if (failed)
-      PQclear(failed);
     throw_error(conn_.get(), nullptr, st.name);
   }
-  if (failed && end && PQresultStatus(end) == PGRES_COMMAND_OK) {
-    PQclear(end);
-    return check(conn_.get(), failed, st.name); // throws with the failed statement's error
-  }
-  if (failed)
-    PQclear(failed);
   return check(conn_.get(), end, st.name);
 }
 
