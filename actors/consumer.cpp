@@ -55,7 +55,16 @@ struct consumer_state {
   std::vector<slot> slots;
   std::deque<storage::claimed_message> ready; // claimed, not started
   std::int32_t running = 0;
-  std::int32_t claiming = 0; // rows asked for by the claim in flight
+  std::uint64_t claims = 0;       // claims asked for so far: the number of the one in flight
+  bool claim_in_flight = false;   // until its reply
+  std::int32_t claiming = 0;      // rows asked for by the claim in flight, until they arrive
+  std::int32_t claimed_early = 0; // messages of the claim in flight that came before its reply
+  // A claim's messages come as soon as their rows are locked, and start at once; the rows are
+  // marked running and committed after that, and a completion written before then would be
+  // refused. So the outcomes of that claim's messages wait here until its reply says it is
+  // written (unwritten_claim is its number; 0 when none is pending).
+  std::uint64_t unwritten_claim = 0;
+  std::vector<storage::outcome> held_outcomes;
   // Something that may bring rows (a notification, the eta timer, the poll, a written retry)
   // came while a claim was in flight: that claim may have run before the new rows committed
   // (or came due), so another one follows it.
@@ -142,10 +151,12 @@ void dispatch(consumer_ptr self);
 void maybe_claim(consumer_ptr self);
 void release_ready(consumer_ptr self);
 void recover_after_failed_claim(consumer_ptr self);
+void send_held_outcomes(consumer_ptr self);
+void drop_unstarted_of_claim(consumer_ptr self, std::uint64_t claim);
 
 void finish_stop_if_idle(consumer_ptr self) {
   auto& st = self->state;
-  if (!st.stopping || st.running > 0 || st.queued() > 0 || st.claiming > 0 || st.releasing > 0 ||
+  if (!st.stopping || st.running > 0 || st.queued() > 0 || st.claim_in_flight || st.releasing > 0 ||
       st.recovering || !st.ready.empty() || !st.stop_promise)
     return;
   st.stop_promise->deliver(st.report());
@@ -166,7 +177,7 @@ void eta_may_change(consumer_ptr self) {
   auto& st = self->state;
   st.maybe_more = true;
   ++st.eta_generation;
-  if (st.claiming > 0)
+  if (st.claim_in_flight)
     st.wake_during_claim = true;
 }
 
@@ -202,14 +213,39 @@ void maybe_probe_eta(consumer_ptr self) {
       });
 }
 
+// The messages of claim `claim` came locked, before its reply: they start now.
+void on_locked(consumer_ptr self, std::uint64_t claim,
+               std::vector<storage::claimed_message>& msgs) {
+  auto& st = self->state;
+  if (!st.claim_in_flight || claim != st.claims) {
+    // A claim whose request was given up (it timed out): the recovery after it hands back
+    // whatever it took.
+    log().warn("ignoring {} messages of a claim given up queue={}", msgs.size(),
+               st.settings.queue.name);
+    return;
+  }
+  st.unwritten_claim = claim;
+  st.claiming = 0;
+  st.claimed_early = static_cast<std::int32_t>(msgs.size());
+  for (auto& m : msgs) {
+    m.claim = claim;
+    st.ready.push_back(std::move(m));
+  }
+  if (!st.stopping) // else they are handed back once the claim is written (on_claimed)
+    dispatch(self);
+}
+
 void on_claimed(consumer_ptr self, std::int32_t asked, std::int32_t eta_below,
                 std::int64_t generation, storage::claim_result& res) {
   auto& st = self->state;
   st.claiming = 0;
+  st.claim_in_flight = false;
+  send_held_outcomes(self);
   st.retry_backoff = milliseconds{0};
   auto woken = std::exchange(st.wake_during_claim, false);
+  auto got = std::exchange(st.claimed_early, 0) + static_cast<std::int32_t>(res.messages.size());
   // A full batch means there is probably more; a wake during the claim means there may be.
-  bool more = static_cast<std::int32_t>(res.messages.size()) == asked || woken;
+  bool more = got == asked || woken;
   st.maybe_more = more; // whatever set it during the claim also set `woken`
   for (auto& m : res.messages)
     st.ready.push_back(std::move(m));
@@ -219,7 +255,7 @@ void on_claimed(consumer_ptr self, std::int32_t asked, std::int32_t eta_below,
     return;
   }
   dispatch(self);
-  if (static_cast<std::int32_t>(res.messages.size()) < eta_below)
+  if (got < eta_below)
     on_eta(self, generation, res.next_eta_ms); // the claim asked for it
   if (more)
     maybe_claim(self);
@@ -229,7 +265,7 @@ void on_claimed(consumer_ptr self, std::int32_t asked, std::int32_t eta_below,
 
 void maybe_claim(consumer_ptr self) {
   auto& st = self->state;
-  if (st.stopping || st.claiming > 0 || st.recovering)
+  if (st.stopping || st.claim_in_flight || st.recovering)
     return;
   if (st.needs_recovery) {
     recover_after_failed_claim(self);
@@ -243,6 +279,8 @@ void maybe_claim(consumer_ptr self) {
   if (free <= 0 || (free < std::max(1, st.capacity() / 2) && !st.ready.empty()))
     return;
   st.claiming = free;
+  st.claim_in_flight = true;
+  auto claim = ++st.claims;
   // The claim also asks when the next delayed message is due if it leaves an executor idle.
   // With every executor busy it does not, so that its reply (every message's start) does not
   // wait for that; if it comes back short, the eta probe asks instead (maybe_probe_eta).
@@ -251,12 +289,22 @@ void maybe_claim(consumer_ptr self) {
   auto generation = st.eta_generation;
   self
     ->request(st.settings.storage, seconds(30), claim_atom_v, st.settings.queue.name,
-              st.settings.node_id, free, idle)
+              st.settings.node_id, free, idle, claim)
     .then([=](storage::claim_result& res) { on_claimed(self, free, idle, generation, res); },
           [=](caf::error& err) {
             auto& s = self->state;
             s.claiming = 0;
+            s.claim_in_flight = false;
+            s.claimed_early = 0;
             s.wake_during_claim = false; // the recovery ends with a claim anyway
+            // Its messages may have started: their outcomes go to the batcher (written if the
+            // claim did commit, refused if not), and those not started are dropped (the
+            // recovery below hands them back if they are ours after all).
+            if (s.unwritten_claim != 0)
+              drop_unstarted_of_claim(self, s.unwritten_claim);
+            send_held_outcomes(self);
+            if (s.stopping)
+              release_ready(self); // the stop left them for this claim's end
             s.retry_backoff =
               std::min(milliseconds{5000},
                        s.retry_backoff.count() == 0 ? milliseconds{100} : s.retry_backoff * 2);
@@ -469,19 +517,50 @@ executor_actor new_executor(consumer_ptr self, std::size_t index) {
                         st.stopping_flag, s.gate);
 }
 
+void send_outcome(consumer_ptr self, storage::outcome out) {
+  auto& st = self->state;
+  ++st.outcomes_sent;
+  if (out.state == storage::outcome_state::retry)
+    st.retries_unsettled.push_back(st.outcomes_sent);
+  self->send(st.settings.batcher, complete_atom_v, std::move(out));
+}
+
 // Settles a slot's attempt with `out` (from its executor, a crash or an abandonment).
 void settle(consumer_ptr self, slot& s, storage::outcome out) {
   auto& st = self->state;
+  bool unwritten = st.unwritten_claim != 0 && s.running->claim == st.unwritten_claim;
   s.running.reset();
   --st.running;
   ++st.executed;
   if (st.recovering)
     st.completed_during_recovery.push_back(out.id);
-  ++st.unsettled;
-  ++st.outcomes_sent;
-  if (out.state == storage::outcome_state::retry)
-    st.retries_unsettled.push_back(st.outcomes_sent);
-  self->send(st.settings.batcher, complete_atom_v, std::move(out));
+  ++st.unsettled; // held or not, it is not written yet
+  if (unwritten)
+    st.held_outcomes.push_back(std::move(out));
+  else
+    send_outcome(self, std::move(out));
+}
+
+// The claim whose messages came locked has its reply: the outcomes held for it go to the
+// batcher. After a failed claim too: if it did commit, they are written; if not, they are
+// refused (the rows are still queued, or another claim has them).
+void send_held_outcomes(consumer_ptr self) {
+  auto& st = self->state;
+  st.unwritten_claim = 0;
+  for (auto& out : st.held_outcomes)
+    send_outcome(self, std::move(out));
+  st.held_outcomes.clear();
+}
+
+// Claim `claim` failed after its messages came: those not started are dropped. If it did
+// commit after all, the recovery that follows a failed claim hands them back.
+void drop_unstarted_of_claim(consumer_ptr self, std::uint64_t claim) {
+  auto& st = self->state;
+  for (auto& s : st.slots)
+    take_back(self, s);
+  std::erase_if(st.ready, [&](const storage::claimed_message& m) { return m.claim == claim; });
+  if (!st.stopping)
+    dispatch(self);
 }
 
 void release_ready(consumer_ptr self) {
@@ -615,6 +694,9 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       eta_may_change(self);
       maybe_claim(self);
     },
+    [=](claim_atom, std::uint64_t claim, std::vector<storage::claimed_message>& msgs) {
+      on_locked(self, claim, msgs);
+    },
     [=](flush_atom, std::int64_t settled) {
       auto& st = self->state;
       st.unsettled = std::max<std::int32_t>(0, st.unsettled - static_cast<std::int32_t>(settled));
@@ -655,7 +737,10 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       s.stop_promise = rp;
       for (auto& sl : s.slots)
         take_back(self, sl); // sent but not started: handed back with the rest
-      release_ready(self);
+      // With a claim in flight, its messages may be locked but not yet marked running (a hand
+      // back would find nothing to hand back): everything goes back once it ends.
+      if (!s.claim_in_flight)
+        release_ready(self);
       return rp;
     },
     [=](status_atom) { return self->state.report(); },

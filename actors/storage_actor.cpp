@@ -101,6 +101,19 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
         return storage::claim_batch(c, stmts, queue, node, limit, eta_below);
       });
     },
+    [=, &st, &stmts](claim_atom, const std::string& queue, std::int32_t node, std::int32_t limit,
+                     std::int32_t eta_below,
+                     std::uint64_t claim) -> caf::result<storage::claim_result> {
+      auto to = caf::actor_cast<consumer_actor>(self->current_sender());
+      return st.guarded([&](storage::connection& c) {
+        return storage::claim_batch_early(c, stmts, queue, node, limit, eta_below,
+                                          [&](std::vector<storage::claimed_message> locked) {
+                                            // Sent before the reply, from the same actor: it
+                                            // arrives first.
+                                            self->send(to, claim_atom_v, claim, std::move(locked));
+                                          });
+      });
+    },
     [=, &st, &stmts](complete_atom, std::int32_t node,
                      const std::vector<storage::outcome>& outcomes) -> caf::result<std::int64_t> {
       return st.guarded(
@@ -210,6 +223,11 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
     [=](claim_atom a, std::string& q, std::int32_t n, std::int32_t l, std::int32_t e) {
       auto& member = self->state.pick_for(q);
       return self->delegate(member, a, std::move(q), n, l, e);
+    },
+    [=](claim_atom a, std::string& q, std::int32_t n, std::int32_t l, std::int32_t e,
+        std::uint64_t claim) {
+      auto& member = self->state.pick_for(q);
+      return self->delegate(member, a, std::move(q), n, l, e, claim);
     },
     [=](complete_atom a, std::int32_t n, std::vector<storage::outcome>& o) {
       return self->delegate(self->state.pick(), a, n, std::move(o));

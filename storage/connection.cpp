@@ -408,7 +408,53 @@ result connection::copy_in(const statement& st, std::string_view data, std::stri
   return check(conn_.get(), end, st.name);
 }
 
-result connection::run(const statement& st, const params& values) {
+result connection::run_between(const statement& st, const params& values, std::string_view before,
+                               std::string_view after) {
+  prepare(st);
+  auto* c = raw(conn_.get());
+  if (PQenterPipelineMode(c) != 1)
+    throw_error(conn_.get(), nullptr, st.name);
+  std::string first(before);
+  std::string last(after);
+  param_arrays pa(values);
+  auto send_plain = [&](const std::string& sql) {
+    return sql.empty() ||
+           PQsendQueryParams(c, sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
+  };
+  bool sent = send_plain(first) &&
+              PQsendQueryPrepared(c, st.name.c_str(), static_cast<int>(values.size()),
+                                  pa.values.data(), nullptr, nullptr, 0) == 1 &&
+              send_plain(last) && PQpipelineSync(c) == 1;
+  if (!sent)
+    throw_error(conn_.get(), nullptr, st.name); // a connection that cannot send is broken
+  // Each query's results end with a null; the server skips what follows a failed query up to
+  // the sync point, and reports those as aborted.
+  int queries = (first.empty() ? 0 : 1) + 1 + (last.empty() ? 0 : 1);
+  int own = first.empty() ? 0 : 1;
+  result out;
+  PGresult* failed = nullptr;
+  for (int q = 0; q < queries && PQstatus(c) == CONNECTION_OK; ++q) {
+    while (PGresult* r = PQgetResult(c)) {
+      auto status = PQresultStatus(r);
+      if (status == PGRES_FATAL_ERROR && !failed)
+        failed = r;
+      else if (q == own && (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK))
+        out = result(wrap(r));
+      else
+        PQclear(r);
+    }
+  }
+  if (PGresult* sync = PQgetResult(c))
+    PQclear(sync);
+  PQexitPipelineMode(c);
+  if (failed)
+    check(conn_.get(), failed, st.name);
+  if (PQstatus(c) != CONNECTION_OK)
+    throw_error(conn_.get(), nullptr, st.name);
+  return out;
+}
+
+void connection::prepare(const statement& st) {
   auto i = prepared_.find(st.name);
   if (i == prepared_.end() || i->second != st.text) {
     if (i != prepared_.end()) {
@@ -419,6 +465,10 @@ result connection::run(const statement& st, const params& values) {
           st.name);
     prepared_.emplace(st.name, st.text);
   }
+}
+
+result connection::run(const statement& st, const params& values) {
+  prepare(st);
   param_arrays pa(values);
   return check(conn_.get(),
                PQexecPrepared(raw(conn_.get()), st.name.c_str(), static_cast<int>(values.size()),

@@ -292,6 +292,60 @@ claim_result claim_batch(connection& conn, const statement_set& stmts, const std
   return out;
 }
 
+claim_result claim_batch_early(connection& conn, const statement_set& stmts,
+                               const std::string& queue, std::int32_t node_id, std::int32_t limit,
+                               std::int32_t eta_below,
+                               const std::function<void(std::vector<claimed_message>)>& locked) {
+  if (limit <= 0)
+    return claim_batch(conn, stmts, queue, node_id, 0, eta_below);
+  claim_result out;
+  int claimed = 0;
+  try {
+    // BEGIN and the lock in one round trip, as the mark and the COMMIT below.
+    auto res =
+      conn.run_between(stmts.get("claim_lock"), {queue, std::to_string(limit)}, "BEGIN", {});
+    claimed = res.rows();
+    if (claimed > 0) {
+      std::vector<std::string> addresses;
+      addresses.reserve(static_cast<std::size_t>(claimed));
+      std::vector<claimed_message> messages;
+      messages.reserve(static_cast<std::size_t>(claimed));
+      for (int r = 0; r < claimed; ++r) {
+        addresses.emplace_back(res.text(r, 0));
+        claimed_message m;
+        m.id = res.text(r, 1);
+        m.task = res.text(r, 2);
+        m.args_json = res.text(r, 3);
+        m.options_json = res.text(r, 4);
+        m.attempt = static_cast<std::int32_t>(res.int64(r, 5));
+        m.priority = static_cast<std::int32_t>(res.int64(r, 6));
+        m.enqueued_at_ms = res.int64(r, 7);
+        messages.push_back(std::move(m));
+      }
+      locked(std::move(messages));
+      auto marked =
+        conn
+          .run_between(stmts.get("claim_mark"), {array_literal(addresses), std::to_string(node_id)},
+                       {}, "COMMIT")
+          .affected();
+      // Locked rows cannot change under the lock; anything else is a bug, and the messages
+      // already handed out must not pass for claimed.
+      if (marked != claimed)
+        throw error(errc::bug, fmt::format("claim_mark marked {} of the {} rows claim_lock locked",
+                                           marked, claimed));
+    } else {
+      conn.exec("COMMIT", "claim_lock");
+    }
+  } catch (...) {
+    if (conn.ok())
+      conn.exec("ROLLBACK", "claim_mark");
+    throw;
+  }
+  if (claimed < eta_below)
+    out.next_eta_ms = next_eta(conn, stmts, queue);
+  return out;
+}
+
 std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::int32_t node_id,
                             const std::vector<outcome>& outcomes) {
   if (outcomes.empty())

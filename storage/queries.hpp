@@ -7,6 +7,7 @@
 #include "storage/records.hpp"
 
 #include <chrono>
+#include <functional>
 
 namespace troupe::storage {
 
@@ -48,6 +49,19 @@ std::string copy_messages_data(const std::vector<new_message>& batch);
 /// claims nothing and only asks for the eta (if `eta_below` is positive).
 claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,
                          std::int32_t node_id, std::int32_t limit, std::int32_t eta_below = 1);
+
+/// Claims like claim_batch, in two steps within one transaction, for a caller that starts the
+/// messages as soon as it can: their rows are locked and read first, `locked` gets them (only
+/// when there is at least one), and then they are marked running and the transaction commits.
+/// The caller may start the messages from `locked` at once (no other claim can take them) but
+/// must not write their outcomes before this returns: until the commit, a completion sees the
+/// rows still queued and is refused. When this throws after `locked` was called, the claim was
+/// rolled back, or (a lost connection) whether it committed is unknown. The result holds no
+/// messages, only the eta when asked for.
+claim_result claim_batch_early(connection& conn, const statement_set& stmts,
+                               const std::string& queue, std::int32_t node_id, std::int32_t limit,
+                               std::int32_t eta_below,
+                               const std::function<void(std::vector<claimed_message>)>& locked);
 
 /// Writes `outcomes` in one statement; returns how many were still owned and got written.
 std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::int32_t node_id,

@@ -49,6 +49,8 @@ struct claimed_message {
   std::int32_t attempt = 0;
   std::int32_t priority = 0;
   std::int64_t enqueued_at_ms = 0;
+  /// The number of the consumer's claim that brought it (0 outside a node's consumer).
+  std::uint64_t claim = 0;
 };
 
 /// Where an attempt leaves its message.

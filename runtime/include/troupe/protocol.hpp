@@ -49,7 +49,7 @@ typename Inspector::result_type inspect(Inspector& f, new_message& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, claimed_message& x) {
   return f(caf::meta::type_name("claimed_message"), x.id, x.task, x.args_json, x.options_json,
-           x.attempt, x.priority, x.enqueued_at_ms);
+           x.attempt, x.priority, x.enqueued_at_ms, x.claim);
 }
 
 template <class Inspector>
@@ -153,6 +153,11 @@ using storage_actor = caf::typed_actor<
   // came back, also report when the next delayed message is due
   caf::replies_to<claim_atom, std::string, std::int32_t, std::int32_t,
                   std::int32_t>::with<storage::claim_result>,
+  // the same in two steps: the requester gets `(claim_atom, claim, messages)` (its claim's
+  // number, and the messages) as soon as their rows are locked, then the reply once they are
+  // marked running and committed, holding no messages (storage::claim_batch_early)
+  caf::replies_to<claim_atom, std::string, std::int32_t, std::int32_t, std::int32_t,
+                  std::uint64_t>::with<storage::claim_result>,
   // write outcomes of node `node_id`; replies with how many were still owned and got written
   caf::replies_to<complete_atom, std::int32_t, std::vector<storage::outcome>>::with<std::int64_t>,
   // put unstarted claimed messages back; replies with how many
@@ -190,6 +195,8 @@ using executor_actor =
 using consumer_actor = caf::typed_actor<
   // a hint that the queue may hold ready messages (notification, poll, recovery)
   caf::reacts_to<wake_atom>,
+  // the messages of its claim in flight (by number), locked but not yet marked running
+  caf::reacts_to<claim_atom, std::uint64_t, std::vector<storage::claimed_message>>,
   // an executor finished an attempt
   caf::reacts_to<executed_atom, std::int32_t, storage::outcome>,
   // the completion batcher settled (wrote, or found refused) this many of its outcomes
