@@ -191,6 +191,82 @@ CAF_TEST(two nodes never claim the same message) {
   CAF_CHECK_EQUAL(count("state = 'running' AND attempts = 1"), 1000);
 }
 
+CAF_TEST(a claim in two steps hands out locked rows before it marks them running) {
+  std::vector<message> batch;
+  for (int i = 0; i < 5; ++i)
+    batch.push_back(job(i));
+  producer.enqueue_many(batch);
+  auto claimer = storage::connection::open(area.dsn(), "claimer");
+  auto id = node(claimer);
+  std::vector<storage::claimed_message> got;
+  std::size_t other_claim = 99;
+  std::int64_t running_while_locked = -1;
+  auto res = storage::claim_batch_early(
+    claimer, area.statements(), "default", id, 3, 1, [&](std::vector<storage::claimed_message> m) {
+      got = std::move(m);
+      // Locked, not yet written: still queued, and another claim skips them.
+      running_while_locked = count("state = 'running'");
+      other_claim =
+        storage::claim_batch(area.sql(), area.statements(), "default", node(area.sql()), 10)
+          .messages.size();
+    });
+  CAF_CHECK(res.messages.empty());
+  CAF_REQUIRE_EQUAL(got.size(), 3u);
+  CAF_CHECK_EQUAL(running_while_locked, 0);
+  CAF_CHECK_EQUAL(other_claim, 2u);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CAF_CHECK_EQUAL(got[i].id, batch[i].id); // claim order
+    CAF_CHECK_EQUAL(got[i].attempt, 1);
+    CAF_CHECK_EQUAL(got[i].args_json, fmt::format("[{}]", i));
+    CAF_CHECK_EQUAL(got[i].enqueued_at_ms, batch[i].timestamp_ms);
+  }
+  CAF_CHECK_EQUAL(count(fmt::format("state = 'running' AND owner_node = {} AND attempts = 1", id)),
+                  3);
+  // An outcome written now is accepted.
+  storage::outcome o{got[0].id, 1, storage::outcome_state::done, "7", "", 0, {}};
+  CAF_CHECK_EQUAL(storage::complete_batch(area.sql(), area.statements(), id, {o}), 1);
+  // Nothing ready: nothing handed out, the transaction ended, and the eta asked for.
+  bool called = false;
+  auto none =
+    storage::claim_batch_early(claimer, area.statements(), "default", id, 3, 1,
+                               [&](std::vector<storage::claimed_message>) { called = true; });
+  CAF_CHECK(!called);
+  CAF_CHECK_EQUAL(none.next_eta_ms, -1);
+  CAF_CHECK_EQUAL(claimer.exec("SELECT 1").rows(), 1);
+}
+
+CAF_TEST(a claim in two steps whose marking fails leaves its rows queued and unlocked) {
+  producer.enqueue(job(1));
+  producer.enqueue(job(2));
+  area.sql().exec(fmt::format(R"(
+    CREATE FUNCTION {0}.refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'no claims today'; END $$;
+    CREATE TRIGGER refuse_claims BEFORE UPDATE ON {1} FOR EACH ROW
+      WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.refuse_claims())",
+                              quote_identifier(area.where().schema), area.queue_table()));
+  auto claimer = storage::connection::open(area.dsn(), "claimer");
+  auto id = node(claimer);
+  std::size_t handed_out = 0;
+  try {
+    storage::claim_batch_early(
+      claimer, area.statements(), "default", id, 10, 1,
+      [&](std::vector<storage::claimed_message> m) { handed_out = m.size(); });
+    CAF_FAIL("the claim did not fail");
+  } catch (const error& e) {
+    CAF_CHECK(std::string(e.what()).find("no claims today") != std::string::npos);
+    CAF_CHECK(std::string(e.what()).find("claim_mark") != std::string::npos);
+  }
+  CAF_CHECK_EQUAL(handed_out, 2u);
+  CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0 AND owner_node IS NULL"), 2);
+  // The transaction was rolled back: the rows are free, and the connection works.
+  area.sql().exec("DROP TRIGGER refuse_claims ON " + area.queue_table());
+  CAF_CHECK_EQUAL(
+    storage::claim_batch(area.sql(), area.statements(), "default", node(area.sql()), 10)
+      .messages.size(),
+    2u);
+  CAF_CHECK_EQUAL(claimer.exec("SELECT 1").rows(), 1);
+}
+
 CAF_TEST(a completion for a delivery the node no longer owns is refused) {
   producer.enqueue(job(1));
   auto n = node(area.sql());

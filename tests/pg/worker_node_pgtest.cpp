@@ -229,6 +229,50 @@ CAF_TEST(the janitor vacuums the queue table once claims leave dead rows) {
   stop(node);
 }
 
+CAF_TEST(a task that ends before its claim is written has its outcome recorded) {
+  // Marking a claimed row running takes 300 ms: the task (which starts once its row is
+  // locked) ends long before its claim commits, and a completion written then would be refused.
+  area.sql().exec(fmt::format(R"(
+    CREATE FUNCTION {0}.slow_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$;
+    CREATE TRIGGER slow_claims BEFORE UPDATE ON {1} FOR EACH ROW
+      WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.slow_claims())",
+                              quote_identifier(area.where().schema), area.queue_table()));
+  auto node = spawn_worker_node(*sys, options(), tasks);
+  auto m = producer.enqueue(add(40, 2));
+  CAF_CHECK(testkit::wait_until(
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", m.id)) == 1; }, 20s));
+  CAF_CHECK_EQUAL(count("state = 'done' AND result = '42' AND attempts = 1"), 1);
+  auto r = stop(node);
+  CAF_CHECK_EQUAL(r.executed, 1);
+}
+
+CAF_TEST(a claim that fails after its messages started loses none of them) {
+  // The first claim that marks rows running fails, after its messages were handed out.
+  area.sql().exec(fmt::format(R"(
+    CREATE SEQUENCE {0}.claims_seen;
+    CREATE FUNCTION {0}.fail_first_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF nextval('{0}.claims_seen') = 1 THEN RAISE EXCEPTION 'first claim refused'; END IF;
+      RETURN NEW;
+    END $$;
+    CREATE TRIGGER fail_first_claim BEFORE UPDATE ON {1} FOR EACH ROW
+      WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.fail_first_claim())",
+                              quote_identifier(area.where().schema), area.queue_table()));
+  std::vector<message> batch;
+  for (int i = 0; i < 20; ++i)
+    batch.push_back(add(i, 1));
+  producer.enqueue_many(batch);
+  auto node = spawn_worker_node(*sys, options(2, 8), tasks);
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 20; }, 20s));
+  // The failed claim was rolled back: each message counts the one delivery that was written.
+  CAF_CHECK_EQUAL(count("state = 'done' AND result::int = (args->>0)::int + 1 AND attempts = 1"),
+                  20);
+  CAF_CHECK(area.scalar(fmt::format("SELECT last_value FROM {}.claims_seen",
+                                    quote_identifier(area.where().schema))) > 1);
+  stop(node);
+}
+
 CAF_TEST(two nodes share a queue and never run a message twice) {
   auto a = spawn_worker_node(*sys, options(2, 4), tasks);
   auto b = spawn_worker_node(*sys, options(2, 4), tasks);
