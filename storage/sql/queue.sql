@@ -90,12 +90,14 @@ RETURNING message_id::text, task_name, args::text, options::text, attempts, prio
 -- tasks: no other claim can take the rows, and nothing can change them until the transaction
 -- ends. SELECT ... FOR UPDATE sends rows as it locks them, without the row versions, index
 -- entries and WAL of the UPDATE (about half the time of the one-statement claim).
--- The first column is the row's address for claim_mark.
-SELECT ctid::text, message_id::text, task_name, args::text, options::text, attempts + 1,
-       priority, (date_part('epoch', enqueued_at) * 1000)::bigint
-  FROM {{t:queue}}
- WHERE queue_name = $1 AND state = 'queued' AND eta <= now()
- ORDER BY priority, eta, message_id
+-- The first column is the row's address for claim_mark. ORDER BY names the table's columns
+-- through its alias: a bare message_id would be the text output column of that name, which
+-- the fetch index cannot give in order (every ready row would be read and sorted).
+SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::text,
+       q.attempts + 1, q.priority, (date_part('epoch', q.enqueued_at) * 1000)::bigint
+  FROM {{t:queue}} q
+ WHERE q.queue_name = $1 AND q.state = 'queued' AND q.eta <= now()
+ ORDER BY q.priority, q.eta, q.message_id
  LIMIT $2
    FOR UPDATE SKIP LOCKED
 

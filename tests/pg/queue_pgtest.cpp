@@ -235,6 +235,31 @@ CAF_TEST(a claim in two steps hands out locked rows before it marks them running
   CAF_CHECK_EQUAL(claimer.exec("SELECT 1").rows(), 1);
 }
 
+CAF_TEST(a claim in two steps walks the fetch index in claim order without sorting) {
+  // Many ready rows share a priority and an eta (one publishing transaction): a claim must
+  // read only the rows it takes, never sort the whole group.
+  std::vector<message> batch;
+  for (int i = 0; i < 1000; ++i)
+    batch.push_back(job(i));
+  producer.enqueue_many(batch);
+  area.sql().exec("ANALYZE " + area.queue_table());
+  auto id = node(area.sql());
+  std::vector<storage::claimed_message> got;
+  storage::claim_batch_early(area.sql(), area.statements(), "default", id, 10, 1,
+                             [&](std::vector<storage::claimed_message> m) { got = std::move(m); });
+  CAF_REQUIRE_EQUAL(got.size(), 10u);
+  for (std::size_t i = 0; i < got.size(); ++i)
+    CAF_CHECK_EQUAL(got[i].id, batch[i].id);
+  auto plan = area.sql().exec("EXPLAIN EXECUTE claim_lock('default', 10)");
+  std::string text;
+  for (int r = 0; r < plan.rows(); ++r)
+    text += std::string(plan.text(r, 0)) + "\n";
+  CAF_CHECK(text.find("queue_fetch_idx") != std::string::npos);
+  CAF_CHECK(text.find("Sort") == std::string::npos);
+  if (text.find("Sort") != std::string::npos)
+    CAF_MESSAGE("plan:\n" << text);
+}
+
 CAF_TEST(a claim in two steps whose marking fails leaves its rows queued and unlocked) {
   producer.enqueue(job(1));
   producer.enqueue(job(2));
