@@ -65,6 +65,11 @@ struct consumer_state {
   // written (unwritten_claim is its number; 0 when none is pending).
   std::uint64_t unwritten_claim = 0;
   std::vector<storage::outcome> held_outcomes;
+  // Claims that failed after their messages came and were rolled back for sure (the database
+  // refused them; not a lost connection). Their rows stay queued with their attempt unchanged,
+  // so the outcome of a started message of theirs is dropped: written, it could pass for the
+  // outcome of a later delivery of the same row with the same token.
+  std::set<std::uint64_t> rolled_back;
   // Something that may bring rows (a notification, the eta timer, the poll, a written retry)
   // came while a claim was in flight: that claim may have run before the new rows committed
   // (or came due), so another one follows it.
@@ -297,23 +302,34 @@ void maybe_claim(consumer_ptr self) {
             s.claim_in_flight = false;
             s.claimed_early = 0;
             s.wake_during_claim = false; // the recovery ends with a claim anyway
-            // Its messages may have started: their outcomes go to the batcher (written if the
-            // claim did commit, refused if not), and those not started are dropped (the
-            // recovery below hands them back if they are ours after all).
-            if (s.unwritten_claim != 0)
+            // Its messages may have started. Those not started are dropped (the recovery below
+            // hands them back if they are ours after all). When the database refused the claim,
+            // it was rolled back, and the started ones' outcomes are dropped too; when the
+            // connection was lost or the reply did not come, it may have committed, and they
+            // go to the batcher (written if it did, refused if not).
+            if (s.unwritten_claim != 0) {
               drop_unstarted_of_claim(self, s.unwritten_claim);
+              bool unknown = err.category() != caf::atom("troupe") ||
+                             static_cast<errc>(err.code()) == errc::connection_lost ||
+                             static_cast<errc>(err.code()) == errc::bug;
+              if (!unknown) {
+                s.rolled_back.insert(s.unwritten_claim);
+                s.unsettled -= static_cast<std::int32_t>(s.held_outcomes.size());
+                s.held_outcomes.clear();
+              }
+            }
             send_held_outcomes(self);
-            if (s.stopping)
-              release_ready(self); // the stop left them for this claim's end
-            s.retry_backoff =
-              std::min(milliseconds{5000},
-                       s.retry_backoff.count() == 0 ? milliseconds{100} : s.retry_backoff * 2);
+            std::min(milliseconds{5000},
+                     s.retry_backoff.count() == 0 ? milliseconds{100} : s.retry_backoff * 2);
             log().warn("claim failed queue={} statement=claim_lock error={}; retrying in {}ms",
                        s.settings.queue.name, describe(err), s.retry_backoff.count());
             // The claim may have committed before its reply was lost: hand back whatever it
             // took before claiming again, or those rows would stay ours and never run.
             s.needs_recovery = true;
             recover_after_failed_claim(self);
+            // After the recovery began, so that a stop waits for it.
+            if (s.stopping)
+              release_ready(self); // the stop left them for this claim's end
           });
 }
 
@@ -517,6 +533,21 @@ executor_actor new_executor(consumer_ptr self, std::size_t index) {
                         st.stopping_flag, s.gate);
 }
 
+// Forgets the rolled-back claims none of whose messages run any more.
+void forget_rolled_back(consumer_ptr self) {
+  auto& st = self->state;
+  std::erase_if(st.rolled_back, [&](std::uint64_t claim) {
+    for (const auto& s : st.slots) {
+      if (s.running && s.running->claim == claim)
+        return false;
+      for (const auto& q : s.queued)
+        if (q.message.claim == claim)
+          return false;
+    }
+    return true;
+  });
+}
+
 void send_outcome(consumer_ptr self, storage::outcome out) {
   auto& st = self->state;
   ++st.outcomes_sent;
@@ -528,10 +559,17 @@ void send_outcome(consumer_ptr self, storage::outcome out) {
 // Settles a slot's attempt with `out` (from its executor, a crash or an abandonment).
 void settle(consumer_ptr self, slot& s, storage::outcome out) {
   auto& st = self->state;
-  bool unwritten = st.unwritten_claim != 0 && s.running->claim == st.unwritten_claim;
+  auto claim = s.running->claim;
+  bool unwritten = st.unwritten_claim != 0 && claim == st.unwritten_claim;
   s.running.reset();
   --st.running;
   ++st.executed;
+  if (!st.rolled_back.empty() && st.rolled_back.contains(claim)) {
+    log().info("dropping the outcome of message {}: its claim was rolled back queue={}", out.id,
+               st.settings.queue.name);
+    forget_rolled_back(self);
+    return;
+  }
   if (st.recovering)
     st.completed_during_recovery.push_back(out.id);
   ++st.unsettled; // held or not, it is not written yet
@@ -565,6 +603,11 @@ void drop_unstarted_of_claim(consumer_ptr self, std::uint64_t claim) {
 
 void release_ready(consumer_ptr self) {
   auto& st = self->state;
+  // A claim in flight may hold rows locked but not yet marked running: handed back now, they
+  // would be found still queued, and would then stay this node's. Everything goes back when it
+  // ends (on_claimed, or its error handler).
+  if (st.claim_in_flight)
+    return;
   if (st.ready.empty()) {
     finish_stop_if_idle(self);
     return;
@@ -737,10 +780,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       s.stop_promise = rp;
       for (auto& sl : s.slots)
         take_back(self, sl); // sent but not started: handed back with the rest
-      // With a claim in flight, its messages may be locked but not yet marked running (a hand
-      // back would find nothing to hand back): everything goes back once it ends.
-      if (!s.claim_in_flight)
-        release_ready(self);
+      release_ready(self);   // with a claim in flight, once it ends
       return rp;
     },
     [=](status_atom) { return self->state.report(); },

@@ -338,7 +338,7 @@ claim_result claim_batch_early(connection& conn, const statement_set& stmts,
     }
   } catch (...) {
     if (conn.ok())
-      conn.exec("ROLLBACK", "claim_mark");
+      PQclear(PQexec(conn.native(), "ROLLBACK")); // the claim's error is the one to report
     throw;
   }
   if (claimed < eta_below)

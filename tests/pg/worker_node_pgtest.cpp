@@ -247,6 +247,31 @@ CAF_TEST(a task that ends before its claim is written has its outcome recorded) 
   CAF_CHECK_EQUAL(r.executed, 1);
 }
 
+CAF_TEST(a stop during a claim hands back its messages once the claim is written) {
+  // Marking each claimed row running takes 200 ms, so the stop comes while the claim's
+  // messages are locked and the first one runs, but before any row is marked.
+  area.sql().exec(fmt::format(R"(
+    CREATE FUNCTION {0}.slow_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM pg_sleep(0.2); RETURN NEW; END $$;
+    CREATE TRIGGER slow_claims BEFORE UPDATE ON {1} FOR EACH ROW
+      WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.slow_claims())",
+                              quote_identifier(area.where().schema), area.queue_table()));
+  naps_started = 0;
+  std::vector<message> batch;
+  for (int i = 0; i < 5; ++i)
+    batch.push_back(nap(50));
+  producer.enqueue_many(batch);
+  auto node = spawn_worker_node(*sys, options(1, 8), tasks);
+  CAF_CHECK(testkit::wait_until([&] { return naps_started >= 1; }, 10s));
+  auto r = stop(node);
+  // Nothing stays claimed: what ran is done, the rest is queued as if never claimed.
+  CAF_CHECK_EQUAL(count("state = 'running'"), 0);
+  CAF_CHECK_EQUAL(count("state = 'done' AND attempts = 1"), r.executed);
+  CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0"), 5 - r.executed);
+  CAF_CHECK(r.executed >= 1);
+  CAF_CHECK_EQUAL(r.released, 5 - r.executed);
+}
+
 CAF_TEST(a claim that fails after its messages started loses none of them) {
   // The first claim that marks rows running fails, after its messages were handed out.
   area.sql().exec(fmt::format(R"(
