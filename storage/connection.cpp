@@ -350,6 +350,69 @@ result connection::exec_params(std::string_view sql, const params& values, std::
                label);
 }
 
+std::int64_t connection::copy_in_parts(const statement& st, const std::vector<std::string>& parts,
+                                       std::string_view before, std::string_view after) {
+  if (parts.empty())
+    return 0;
+  auto* c = raw(conn_.get());
+  std::string query(before);
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    query += (i == 0 ? "" : "; ") + st.text;
+  query += after;
+  PGresult* next = PQexec(c, query.c_str());
+  if (!next || PQresultStatus(next) != PGRES_COPY_IN) {
+    if (next && PQresultStatus(next) != PGRES_FATAL_ERROR) {
+      PQclear(next);
+      throw error(errc::bug, st.name + " is not a COPY FROM STDIN statement");
+    }
+    check(conn_.get(), next, st.name);
+  }
+  std::int64_t copied = 0;
+  PGresult* failed = nullptr; // the first statement that failed
+  bool sent = true;
+  for (std::size_t i = 0; next; ++i) {
+    PQclear(next);
+    next = nullptr;
+    std::string_view data = i < parts.size() ? std::string_view(parts[i]) : std::string_view();
+    constexpr std::size_t chunk = 1 << 20;
+    for (std::size_t at = 0; sent && at < data.size(); at += chunk) {
+      auto piece = data.substr(at, chunk);
+      sent = PQputCopyData(c, piece.data(), static_cast<int>(piece.size())) == 1;
+    }
+    // Ending a COPY with an error message makes the server abort it when its data did not go
+    // (or when the server asks for more COPYs than there are parts).
+    const char* abort = !sent               ? "troupe: sending COPY data failed"
+                        : i >= parts.size() ? "troupe: more COPY statements than parts"
+                                            : nullptr;
+    sent = PQputCopyEnd(c, abort) == 1 && sent;
+    // This COPY's result and those of the statements up to the next COPY (or the end).
+    while (PGresult* r = PQgetResult(c)) {
+      auto status = PQresultStatus(r);
+      if (status == PGRES_COPY_IN) {
+        next = r;
+        break;
+      }
+      if (status == PGRES_FATAL_ERROR && !failed) {
+        failed = r;
+        continue;
+      }
+      if (status == PGRES_COMMAND_OK && std::string_view(PQcmdStatus(r)).starts_with("COPY "))
+        copied += result(wrap(r)).affected();
+      else
+        PQclear(r);
+    }
+    if (!sent)
+      break;
+  }
+  if (next)
+    PQclear(next); // only when sending failed: the connection is reported broken below
+  if (failed)
+    check(conn_.get(), failed, st.name);
+  if (!sent)
+    throw_error(conn_.get(), nullptr, st.name);
+  return copied;
+}
+
 std::string connection::literal(std::string_view text) const {
   auto* c = raw(conn_.get());
   char* quoted = PQescapeLiteral(c, text.data(), text.size());
@@ -358,54 +421,6 @@ std::string connection::literal(std::string_view text) const {
   std::string out(quoted);
   PQfreemem(quoted);
   return out;
-}
-
-result connection::copy_in(const statement& st, std::string_view data, std::string_view before,
-                           std::string_view after) {
-  auto* c = raw(conn_.get());
-  PGresult* start = PQexec(c, (std::string(before) + st.text + std::string(after)).c_str());
-  if (!start || PQresultStatus(start) != PGRES_COPY_IN) {
-    if (start && PQresultStatus(start) != PGRES_FATAL_ERROR) {
-      PQclear(start);
-      throw error(errc::bug, st.name + " is not a COPY FROM STDIN statement");
-    }
-    check(conn_.get(), start, st.name);
-  }
-  PQclear(start);
-  bool sent = true;
-  constexpr std::size_t chunk = 1 << 20;
-  for (std::size_t at = 0; sent && at < data.size(); at += chunk) {
-    auto piece = data.substr(at, chunk);
-    sent = PQputCopyData(c, piece.data(), static_cast<int>(piece.size())) == 1;
-  }
-  // Ending the COPY with an error message makes the server abort it when the data did not go.
-  sent = PQputCopyEnd(c, sent ? nullptr : "troupe: sending COPY data failed") == 1 && sent;
-  PGresult* end = PQgetResult(c);
-  PGresult* failed = nullptr; // the first statement after the COPY that failed
-  while (PGresult* extra = PQgetResult(c)) {
-    // Still in COPY state only when ending the COPY failed locally (out of memory): stop
-    // rather than loop; the connection is reported broken below.
-    auto status = PQresultStatus(extra);
-    if (status == PGRES_FATAL_ERROR && !failed) {
-      failed = extra;
-      continue;
-    }
-    PQclear(extra);
-    if (status == PGRES_COPY_IN)
-      break;
-  }
-  if (failed) {
-    // The server runs nothing after a failed statement, so the COPY itself went through: the
-    // error to report is the later statement's.
-    if (end)
-      PQclear(end);
-    end = failed;
-  }
-  if (!sent && end && PQresultStatus(end) == PGRES_COMMAND_OK) {
-    PQclear(end);
-    throw_error(conn_.get(), nullptr, st.name);
-  }
-  return check(conn_.get(), end, st.name);
 }
 
 result connection::run_between(const statement& st, const params& values, std::string_view before,

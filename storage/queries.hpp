@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <span>
 
 namespace troupe::storage {
 
@@ -43,6 +44,7 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
 
 /// The binary COPY input of copy_messages for `batch`.
 std::string copy_messages_data(const std::vector<new_message>& batch);
+std::string copy_messages_data(std::span<const new_message> batch);
 
 /// Claims up to `limit` ready messages of `queue` for `node_id`; when fewer than `eta_below`
 /// came back (by default: none), also asks when the next delayed message is due. A `limit` of 0

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <set>
+#include <span>
 #include <thread>
 
 using namespace troupe;
@@ -477,16 +478,53 @@ CAF_TEST(vacuum_queue vacuums only past the dead rows it is given) {
   CAF_CHECK_EQUAL(stats("vacuum_count"), 1);
 }
 
+CAF_TEST(a COPY in parts writes every part in one transaction) {
+  std::vector<storage::new_message> rows;
+  for (int i = 0; i < 9; ++i)
+    rows.push_back(to_new_message(job(i)));
+  std::span<const storage::new_message> all(rows);
+  std::vector<std::string> parts{storage::copy_messages_data(all.first(3)),
+                                 storage::copy_messages_data(all.subspan(3, 2)),
+                                 storage::copy_messages_data(all.subspan(5))};
+  auto& conn = area.sql();
+  const auto& copy = area.statements().get("copy_messages");
+  // A broken second part: the first is rolled back with it, and the error names the statement.
+  auto broken = parts;
+  broken[1] = "not a COPY input";
+  try {
+    conn.copy_in_parts(copy, broken, "BEGIN; ", "; COMMIT");
+    CAF_FAIL("a broken part passed for success");
+  } catch (const error& e) {
+    CAF_CHECK(std::string(e.what()).find("copy_messages") != std::string::npos);
+  }
+  PQclear(PQexec(reinterpret_cast<PGconn*>(conn.native()), "ROLLBACK"));
+  CAF_CHECK_EQUAL(count("true"), 0);
+  CAF_CHECK_EQUAL(conn.copy_in_parts(copy, parts, "BEGIN; ", "; COMMIT"), 9);
+  CAF_CHECK_EQUAL(count("state = 'queued' AND (args->>0)::int BETWEEN 0 AND 8"), 9);
+  // Through the publishing path, a batch of 1,000 goes in parts and arrives whole, in order.
+  std::vector<message> batch;
+  for (int i = 0; i < 1000; ++i)
+    batch.push_back(job(i));
+  producer.enqueue_many(batch);
+  CAF_CHECK_EQUAL(count("true"), 1009);
+  // The batch's transaction came last, so its messages are claimed after the first nine.
+  auto claimed =
+    storage::claim_batch(area.sql(), area.statements(), "default", node(area.sql()), 1009);
+  CAF_REQUIRE_EQUAL(claimed.messages.size(), 1009u);
+  for (std::size_t i = 0; i < 1000; ++i)
+    CAF_CHECK_EQUAL(claimed.messages[9 + i].id, batch[i].id);
+}
+
 CAF_TEST(a COPY whose following statement fails writes nothing and names the failure) {
-  // copy_in sends the COPY with what follows it as one query; an error after the COPY (here
-  // before the COMMIT) must not pass for success.
+  // copy_in_parts sends the COPY with what follows it as one query; an error after the COPY
+  // (here before the COMMIT) must not pass for success.
   std::vector<storage::new_message> rows;
   for (int i = 0; i < 3; ++i)
     rows.push_back(to_new_message(job(i)));
   auto& conn = area.sql();
   try {
-    conn.copy_in(area.statements().get("copy_messages"), storage::copy_messages_data(rows),
-                 "BEGIN; ", "; SELECT 1 / 0; COMMIT");
+    conn.copy_in_parts(area.statements().get("copy_messages"), {storage::copy_messages_data(rows)},
+                       "BEGIN; ", "; SELECT 1 / 0; COMMIT");
     CAF_FAIL("a failed statement after the COPY passed for success");
   } catch (const error& e) {
     CAF_CHECK(e.sqlstate() == "22012"); // division_by_zero
