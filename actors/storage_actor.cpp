@@ -104,14 +104,15 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
     [=, &st, &stmts](claim_atom, const std::string& queue, std::int32_t node, std::int32_t limit,
                      std::int32_t eta_below,
                      std::uint64_t claim) -> caf::result<storage::claim_result> {
+      // The locked messages go to the requester before the reply, from the same actor and into
+      // the same (normal priority) queue of its mailbox, so they arrive first. A high-priority
+      // request would have its reply overtake them.
       auto to = caf::actor_cast<consumer_actor>(self->current_sender());
+      auto hand_out = [&](std::vector<storage::claimed_message> locked) {
+        self->send(to, claim_atom_v, claim, std::move(locked));
+      };
       return st.guarded([&](storage::connection& c) {
-        return storage::claim_batch_early(c, stmts, queue, node, limit, eta_below,
-                                          [&](std::vector<storage::claimed_message> locked) {
-                                            // Sent before the reply, from the same actor: it
-                                            // arrives first.
-                                            self->send(to, claim_atom_v, claim, std::move(locked));
-                                          });
+        return storage::claim_batch_early(c, stmts, queue, node, limit, eta_below, hand_out);
       });
     },
     [=, &st, &stmts](complete_atom, std::int32_t node,
