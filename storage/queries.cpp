@@ -190,10 +190,6 @@ constexpr std::int64_t postgres_epoch_us = 946'684'800'000'000;
 
 } // namespace
 
-std::string copy_messages_data(const std::vector<new_message>& batch) {
-  return copy_messages_data(std::span<const new_message>(batch));
-}
-
 std::string copy_messages_data(std::span<const new_message> batch) {
   std::string out;
   std::size_t size = 21;
@@ -274,6 +270,20 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
 
 namespace {
 
+// The claimed message in row `r` of a claim's result, its seven columns from `col` on (id, task,
+// args, options, attempt, priority, enqueue time in ms).
+claimed_message read_claimed(const result& res, int r, int col) {
+  claimed_message m;
+  m.id = res.text(r, col);
+  m.task = res.text(r, col + 1);
+  m.args_json = res.text(r, col + 2);
+  m.options_json = res.text(r, col + 3);
+  m.attempt = static_cast<std::int32_t>(res.int64(r, col + 4));
+  m.priority = static_cast<std::int32_t>(res.int64(r, col + 5));
+  m.enqueued_at_ms = res.int64(r, col + 6);
+  return m;
+}
+
 std::int64_t next_eta(connection& conn, const statement_set& stmts, const std::string& queue) {
   auto eta = conn.run(stmts.get("next_eta"), {queue});
   if (eta.rows() > 0 && !eta.is_null(0, 0))
@@ -296,17 +306,8 @@ claim_result claim_batch(connection& conn, const statement_set& stmts, const std
   auto res =
     conn.run(stmts.get("claim_batch"), {queue, std::to_string(node_id), std::to_string(limit)});
   out.messages.reserve(res.rows());
-  for (int r = 0; r < res.rows(); ++r) {
-    claimed_message m;
-    m.id = res.text(r, 0);
-    m.task = res.text(r, 1);
-    m.args_json = res.text(r, 2);
-    m.options_json = res.text(r, 3);
-    m.attempt = static_cast<std::int32_t>(res.int64(r, 4));
-    m.priority = static_cast<std::int32_t>(res.int64(r, 5));
-    m.enqueued_at_ms = res.int64(r, 6);
-    out.messages.push_back(std::move(m));
-  }
+  for (int r = 0; r < res.rows(); ++r)
+    out.messages.push_back(read_claimed(res, r, 0));
   // Asking after every short claim cost a third of a millisecond on each claim's reply; the
   // consumer asks only when the claim would leave an executor idle (see actors/consumer.cpp).
   if (res.rows() < eta_below)
@@ -334,15 +335,7 @@ claim_result claim_batch_early(connection& conn, const statement_set& stmts,
       messages.reserve(static_cast<std::size_t>(claimed));
       for (int r = 0; r < claimed; ++r) {
         addresses.emplace_back(res.text(r, 0));
-        claimed_message m;
-        m.id = res.text(r, 1);
-        m.task = res.text(r, 2);
-        m.args_json = res.text(r, 3);
-        m.options_json = res.text(r, 4);
-        m.attempt = static_cast<std::int32_t>(res.int64(r, 5));
-        m.priority = static_cast<std::int32_t>(res.int64(r, 6));
-        m.enqueued_at_ms = res.int64(r, 7);
-        messages.push_back(std::move(m));
+        messages.push_back(read_claimed(res, r, 1));
       }
       locked(std::move(messages));
       auto marked =

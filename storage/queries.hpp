@@ -43,7 +43,6 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
                                const std::vector<new_message>& batch);
 
 /// The binary COPY input of copy_messages for `batch`.
-std::string copy_messages_data(const std::vector<new_message>& batch);
 std::string copy_messages_data(std::span<const new_message> batch);
 
 /// Claims up to `limit` ready messages of `queue` for `node_id`; when fewer than `eta_below`

@@ -56,6 +56,18 @@ struct fixture {
     return o;
   }
 
+  // Marking a claimed row running takes `seconds` per row (a trigger), so that a claim's
+  // messages are handed out long before the claim commits.
+  void slow_claims(double seconds) {
+    area.sql().exec(fmt::format(R"(
+      CREATE FUNCTION {0}.slow_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_sleep({2}); RETURN NEW; END $$;
+      CREATE TRIGGER slow_claims BEFORE UPDATE ON {1} FOR EACH ROW
+        WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.slow_claims())",
+                                quote_identifier(area.where().schema), area.queue_table(),
+                                seconds));
+  }
+
   std::int64_t count(const std::string& where) {
     return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
   }
@@ -232,12 +244,7 @@ CAF_TEST(the janitor vacuums the queue table once claims leave dead rows) {
 CAF_TEST(a task that ends before its claim is written has its outcome recorded) {
   // Marking a claimed row running takes 300 ms: the task (which starts once its row is
   // locked) ends long before its claim commits, and a completion written then would be refused.
-  area.sql().exec(fmt::format(R"(
-    CREATE FUNCTION {0}.slow_claims() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$;
-    CREATE TRIGGER slow_claims BEFORE UPDATE ON {1} FOR EACH ROW
-      WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.slow_claims())",
-                              quote_identifier(area.where().schema), area.queue_table()));
+  slow_claims(0.3);
   auto node = spawn_worker_node(*sys, options(), tasks);
   auto m = producer.enqueue(add(40, 2));
   CAF_CHECK(testkit::wait_until(
@@ -250,12 +257,7 @@ CAF_TEST(a task that ends before its claim is written has its outcome recorded) 
 CAF_TEST(a stop during a claim hands back its messages once the claim is written) {
   // Marking each claimed row running takes 200 ms, so the stop comes while the claim's
   // messages are locked and the first one runs, but before any row is marked.
-  area.sql().exec(fmt::format(R"(
-    CREATE FUNCTION {0}.slow_claims() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN PERFORM pg_sleep(0.2); RETURN NEW; END $$;
-    CREATE TRIGGER slow_claims BEFORE UPDATE ON {1} FOR EACH ROW
-      WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.slow_claims())",
-                              quote_identifier(area.where().schema), area.queue_table()));
+  slow_claims(0.2);
   naps_started = 0;
   std::vector<message> batch;
   for (int i = 0; i < 5; ++i)
