@@ -62,6 +62,8 @@ FROM STDIN (FORMAT binary)
 -- Claims up to $3 ready messages of queue $1 for node $2, as many as the consumer has free slots,
 -- in one statement. The inner SELECT walks the partial fetch index in claim order (priority,
 -- eta, id: priority holds across the whole queue) and skips rows that other nodes are claiming.
+-- The index leads with hashtext(queue_name), so every statement that walks it names the hash
+-- (for the index) and the name (for another queue whose name has the same hash).
 -- The UPDATE finds the rows it locked by their physical address ("ctid = ANY (ARRAY(...))", a
 -- TID scan): a tenth faster than looking each id up in the primary key, and sound within the
 -- statement, since a row locked here cannot move before it is updated. A row whose newest
@@ -75,7 +77,8 @@ UPDATE {{t:queue}}
    SET state = 'running', owner_node = $2, attempts = attempts + 1, started_at = now()
  WHERE ctid = ANY (ARRAY(
          SELECT ctid FROM {{t:queue}}
-          WHERE queue_name = $1 AND state = 'queued' AND eta <= now()
+          WHERE hashtext(queue_name) = hashtext($1) AND queue_name = $1
+            AND state = 'queued' AND eta <= now()
           ORDER BY priority, eta, message_id
           LIMIT $3
             FOR UPDATE SKIP LOCKED))
@@ -97,7 +100,8 @@ RETURNING message_id::text, task_name, args::text, options::text, attempts, prio
 SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::text,
        q.attempts + 1, q.priority, (date_part('epoch', q.enqueued_at) * 1000)::bigint
   FROM {{t:queue}} q
- WHERE q.queue_name = $1 AND q.state = 'queued' AND q.eta <= now()
+ WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
+   AND q.state = 'queued' AND q.eta <= now()
  ORDER BY q.priority, q.eta, q.message_id
  LIMIT $2
    FOR UPDATE SKIP LOCKED
@@ -116,16 +120,19 @@ UPDATE {{t:queue}}
 -- scan over the fetch index: one probe per distinct priority, never a walk over the backlog.
 WITH RECURSIVE p AS (
   (SELECT priority FROM {{t:queue}}
-    WHERE queue_name = $1 AND state = 'queued' ORDER BY priority LIMIT 1)
+    WHERE hashtext(queue_name) = hashtext($1) AND queue_name = $1 AND state = 'queued'
+    ORDER BY priority LIMIT 1)
   UNION ALL
   SELECT (SELECT q.priority FROM {{t:queue}} q
-           WHERE q.queue_name = $1 AND q.state = 'queued' AND q.priority > p.priority
+           WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
+             AND q.state = 'queued' AND q.priority > p.priority
            ORDER BY q.priority LIMIT 1)
     FROM p WHERE p.priority IS NOT NULL)
 SELECT ceil(extract(epoch FROM min(e.eta) - now()) * 1000)::bigint
   FROM p CROSS JOIN LATERAL (
          SELECT q.eta FROM {{t:queue}} q
-          WHERE q.queue_name = $1 AND q.state = 'queued' AND q.priority = p.priority
+          WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
+            AND q.state = 'queued' AND q.priority = p.priority
             AND q.eta > now()
           ORDER BY q.eta LIMIT 1) e
  WHERE p.priority IS NOT NULL

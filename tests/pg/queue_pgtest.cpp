@@ -261,6 +261,60 @@ CAF_TEST(a claim in two steps walks the fetch index in claim order without sorti
     CAF_MESSAGE("plan:\n" << text);
 }
 
+CAF_TEST(the eta probe walks the fetch index) {
+  // The probe must find the earliest delayed message of a queue from the index, never by
+  // reading the backlog of ready rows in front of it.
+  std::vector<message> batch;
+  for (int i = 0; i < 1000; ++i)
+    batch.push_back(job(i));
+  producer.enqueue_many(batch);
+  producer.enqueue(job(-1).with_delay(30s));
+  area.sql().exec("ANALYZE " + area.queue_table());
+  auto id = node(area.sql());
+  auto eta = storage::claim_batch(area.sql(), area.statements(), "default", id, 0, 1).next_eta_ms;
+  CAF_CHECK(eta > 25'000 && eta <= 30'000);
+  auto plan = area.sql().exec("EXPLAIN EXECUTE next_eta('default')");
+  std::string text;
+  for (int r = 0; r < plan.rows(); ++r)
+    text += std::string(plan.text(r, 0)) + "\n";
+  CAF_CHECK(text.find("queue_fetch_idx") != std::string::npos);
+  CAF_CHECK(text.find("Seq Scan") == std::string::npos);
+  if (text.find("Seq Scan") != std::string::npos)
+    CAF_MESSAGE("plan:\n" << text);
+}
+
+CAF_TEST(queues whose names hash alike each claim only their own messages) {
+  // The fetch index leads with a hash of the queue name: two queues with the same hash share a
+  // range of it, and a claim or an eta probe of one must skip the other's rows.
+  auto pair = area.sql().exec(
+    "SELECT min(name), max(name) FROM (SELECT 'q' || i AS name FROM generate_series(1, 400000) i)"
+    " s GROUP BY hashtext(name) HAVING count(*) > 1 ORDER BY 1 LIMIT 1");
+  CAF_REQUIRE_EQUAL(pair.rows(), 1);
+  std::string mine{pair.text(0, 0)};
+  std::string other{pair.text(0, 1)};
+  CAF_MESSAGE("queues " << mine << " and " << other << " share a hash");
+  // The other queue's messages come first in the shared range: a lower priority, an earlier eta.
+  for (int i = 0; i < 3; ++i)
+    producer.enqueue(job(i).on_queue(other).with_priority(-1));
+  producer.enqueue(job(3).on_queue(other).with_delay(2s));
+  auto ready = producer.enqueue(job(4).on_queue(mine));
+  producer.enqueue(job(5).on_queue(mine).with_delay(30s));
+  auto id = node(area.sql());
+  std::vector<storage::claimed_message> got;
+  auto claim = storage::claim_batch_early(
+    area.sql(), area.statements(), mine, id, 10, 10,
+    [&](std::vector<storage::claimed_message> m) { got = std::move(m); });
+  CAF_REQUIRE_EQUAL(got.size(), 1u);
+  CAF_CHECK_EQUAL(got[0].id, ready.id);
+  CAF_CHECK(claim.next_eta_ms > 25'000 && claim.next_eta_ms <= 30'000);
+  auto again = storage::claim_batch(area.sql(), area.statements(), mine, id, 10, 1);
+  CAF_CHECK(again.messages.empty());
+  CAF_CHECK(again.next_eta_ms > 25'000 && again.next_eta_ms <= 30'000);
+  CAF_CHECK_EQUAL(count(fmt::format("queue_name = '{}' AND state = 'queued'", other)), 4);
+  CAF_CHECK_EQUAL(
+    storage::claim_batch(area.sql(), area.statements(), other, id, 10).messages.size(), 3u);
+}
+
 CAF_TEST(a claim in two steps whose marking fails leaves its rows queued and unlocked) {
   producer.enqueue(job(1));
   producer.enqueue(job(2));
