@@ -32,7 +32,6 @@ CREATE TABLE IF NOT EXISTS {{t:queue}} (
 );
 
 -- Only claimable rows are indexed, in claim order, so retained history never slows a claim.
--- Migration 3 rebuilds it to lead with hashtext(queue_name).
 CREATE INDEX IF NOT EXISTS {{n:queue_fetch_idx}}
   ON {{t:queue}} (queue_name, priority, eta, message_id) WHERE state = 'queued';
 

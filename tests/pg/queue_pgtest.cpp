@@ -256,6 +256,7 @@ CAF_TEST(a claim in two steps walks the fetch index in claim order without sorti
   for (int r = 0; r < plan.rows(); ++r)
     text += std::string(plan.text(r, 0)) + "\n";
   CAF_CHECK(text.find("queue_fetch_idx") != std::string::npos);
+  CAF_CHECK(text.find("Index Cond: ((hashtext(queue_name) = ") != std::string::npos);
   CAF_CHECK(text.find("Sort") == std::string::npos);
   if (text.find("Sort") != std::string::npos)
     CAF_MESSAGE("plan:\n" << text);
@@ -278,6 +279,7 @@ CAF_TEST(the eta probe walks the fetch index) {
   for (int r = 0; r < plan.rows(); ++r)
     text += std::string(plan.text(r, 0)) + "\n";
   CAF_CHECK(text.find("queue_fetch_idx") != std::string::npos);
+  CAF_CHECK(text.find("Index Cond: ((hashtext(queue_name) = ") != std::string::npos);
   CAF_CHECK(text.find("Seq Scan") == std::string::npos);
   if (text.find("Seq Scan") != std::string::npos)
     CAF_MESSAGE("plan:\n" << text);
@@ -296,7 +298,7 @@ CAF_TEST(queues whose names hash alike each claim only their own messages) {
   // The other queue's messages come first in the shared range: a lower priority, an earlier eta.
   for (int i = 0; i < 3; ++i)
     producer.enqueue(job(i).on_queue(other).with_priority(-1));
-  producer.enqueue(job(3).on_queue(other).with_delay(2s));
+  producer.enqueue(job(3).on_queue(other).with_delay(10s)); // due well before mine, never here
   auto ready = producer.enqueue(job(4).on_queue(mine));
   producer.enqueue(job(5).on_queue(mine).with_delay(30s));
   auto id = node(area.sql());
