@@ -319,8 +319,9 @@ void maybe_claim(consumer_ptr self) {
               }
             }
             send_held_outcomes(self);
-            std::min(milliseconds{5000},
-                     s.retry_backoff.count() == 0 ? milliseconds{100} : s.retry_backoff * 2);
+            s.retry_backoff =
+              std::min(milliseconds{5000},
+                       s.retry_backoff.count() == 0 ? milliseconds{100} : s.retry_backoff * 2);
             log().warn("claim failed queue={} statement=claim_lock error={}; retrying in {}ms",
                        s.settings.queue.name, describe(err), s.retry_backoff.count());
             // The claim may have committed before its reply was lost: hand back whatever it

@@ -251,10 +251,7 @@ CAF_TEST(a claim in two steps walks the fetch index in claim order without sorti
   CAF_REQUIRE_EQUAL(got.size(), 10u);
   for (std::size_t i = 0; i < got.size(); ++i)
     CAF_CHECK_EQUAL(got[i].id, batch[i].id);
-  auto plan = area.sql().exec("EXPLAIN EXECUTE claim_lock('default', 10)");
-  std::string text;
-  for (int r = 0; r < plan.rows(); ++r)
-    text += std::string(plan.text(r, 0)) + "\n";
+  auto text = area.explain("EXECUTE claim_lock('default', 10)");
   CAF_CHECK(text.find("queue_fetch_idx") != std::string::npos);
   CAF_CHECK(text.find("Index Cond: ((hashtext(queue_name) = ") != std::string::npos);
   CAF_CHECK(text.find("Sort") == std::string::npos);
@@ -274,10 +271,7 @@ CAF_TEST(the eta probe walks the fetch index) {
   auto id = node(area.sql());
   auto eta = storage::claim_batch(area.sql(), area.statements(), "default", id, 0, 1).next_eta_ms;
   CAF_CHECK(eta > 25'000 && eta <= 30'000);
-  auto plan = area.sql().exec("EXPLAIN EXECUTE next_eta('default')");
-  std::string text;
-  for (int r = 0; r < plan.rows(); ++r)
-    text += std::string(plan.text(r, 0)) + "\n";
+  auto text = area.explain("EXECUTE next_eta('default')");
   CAF_CHECK(text.find("queue_fetch_idx") != std::string::npos);
   CAF_CHECK(text.find("Index Cond: ((hashtext(queue_name) = ") != std::string::npos);
   CAF_CHECK(text.find("Seq Scan") == std::string::npos);

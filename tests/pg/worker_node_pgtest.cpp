@@ -300,6 +300,33 @@ CAF_TEST(a claim that fails after its messages started loses none of them) {
   stop(node);
 }
 
+CAF_TEST(a claim that keeps failing is retried with a growing backoff) {
+  // Every claim that marks rows running fails; the node tries again after 100, 200, 400 ms.
+  area.sql().exec(fmt::format(R"(
+    CREATE SEQUENCE {0}.claims_seen;
+    CREATE FUNCTION {0}.refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM nextval('{0}.claims_seen'); RAISE EXCEPTION 'claims refused'; END $$;
+    CREATE TRIGGER refuse_claims BEFORE UPDATE ON {1} FOR EACH ROW
+      WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.refuse_claims())",
+                              quote_identifier(area.where().schema), area.queue_table()));
+  auto claims_seen = [&] {
+    return area.scalar(fmt::format("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM "
+                                   "{}.claims_seen",
+                                   quote_identifier(area.where().schema)));
+  };
+  producer.enqueue(add(1, 1));
+  auto node = spawn_worker_node(*sys, options(), tasks);
+  CAF_CHECK(testkit::wait_until([&] { return claims_seen() >= 1; }, 10s));
+  auto first = std::chrono::steady_clock::now();
+  CAF_CHECK(testkit::wait_until([&] { return claims_seen() >= 4; }, 10s));
+  auto waited = std::chrono::steady_clock::now() - first;
+  CAF_CHECK(waited >= 650ms);
+  CAF_MESSAGE("four failed claims took "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() << " ms");
+  stop(node);
+  CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0"), 1);
+}
+
 CAF_TEST(two nodes share a queue and never run a message twice) {
   auto a = spawn_worker_node(*sys, options(2, 4), tasks);
   auto b = spawn_worker_node(*sys, options(2, 4), tasks);

@@ -72,6 +72,14 @@ std::int64_t scratch_area::scalar(const std::string& query) {
   return res.int64(0, 0);
 }
 
+std::string scratch_area::explain(const std::string& query) {
+  auto plan = conn_.exec("EXPLAIN " + query, "test_explain");
+  std::string text;
+  for (int r = 0; r < plan.rows(); ++r)
+    text += std::string(plan.text(r, 0)) + "\n";
+  return text;
+}
+
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {

@@ -36,6 +36,9 @@ public:
   std::string queue_table() const;
   /// The first column of the first row of `query` as an integer (0 when NULL).
   std::int64_t scalar(const std::string& query);
+  /// The plan of `EXPLAIN query`, a line per row (statements prepared on sql() can be named
+  /// with `EXECUTE`).
+  std::string explain(const std::string& query);
 
 private:
   troupe::area area_;
