@@ -2,16 +2,15 @@
 // an actor system. While publishes are in flight it waits on all their sockets at once, in
 // slices short enough that new requests and cancellations are read within milliseconds; with
 // nothing in flight it waits on its mailbox only.
+#include "actors/protocol.hpp"
 #include "troupe/async_transactional.hpp"
-#include "troupe/caf.hpp"
 
-#include <libpq-fe.h>
 #include <poll.h>
 
 #include <map>
 #include <variant>
 
-namespace troupe {
+namespace troupe::actors {
 
 namespace {
 
@@ -33,7 +32,7 @@ struct publisher_state {
   bool polling = false;
 };
 
-using publisher_pointer = async_publisher_actor::stateful_pointer<publisher_state>;
+using publisher_pointer = async_publisher_impl_actor::stateful_pointer<publisher_state>;
 
 caf::error to_caf(std::exception_ptr ep) {
   try {
@@ -100,8 +99,8 @@ void start(publisher_pointer self, caller_connection conn, Promise rp, Make make
   settle(self);
 }
 
-async_publisher_actor::behavior_type async_publisher_impl(publisher_pointer self, area where,
-                                                          std::vector<middleware_ptr> middleware) {
+async_publisher_impl_actor::behavior_type
+async_publisher_impl(publisher_pointer self, area where, std::vector<middleware_ptr> middleware) {
   self->state.where = std::move(where);
   self->state.middleware = std::move(middleware);
   // Stopping the publisher cancels what is in flight; each caller gets its reply.
@@ -165,10 +164,14 @@ async_publisher_actor::behavior_type async_publisher_impl(publisher_pointer self
 
 } // namespace
 
+} // namespace troupe::actors
+
+namespace troupe {
+
 async_publisher_actor spawn_async_publisher(caf::actor_system& sys, const area& where,
                                             std::vector<middleware_ptr> middleware) {
   validate_area(where);
-  return sys.spawn<caf::detached>(async_publisher_impl, where, std::move(middleware));
+  return sys.spawn<caf::detached>(actors::async_publisher_impl, where, std::move(middleware));
 }
 
 } // namespace troupe

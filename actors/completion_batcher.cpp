@@ -37,7 +37,7 @@ void tell_senders(const std::vector<caf::strong_actor_ptr>& settled) {
       ++i->second;
   }
   for (auto& [to, n] : counts)
-    caf::anon_send(caf::actor_cast<caf::actor>(to), flush_atom_v, n);
+    caf::anon_send(caf::actor_cast<caf::actor>(to), settled_atom_v, n);
 }
 
 struct flush_waiter {

@@ -2,7 +2,7 @@
 // statement per flush, checked against the owning node and delivery token.
 #pragma once
 
-#include "troupe/protocol.hpp"
+#include "actors/protocol.hpp"
 
 #include <chrono>
 

@@ -1,11 +1,14 @@
-// The consumer of one queue on one node, and the executors it supervises.
+// The consumer of one queue on one node: the actor that wires a queue's claims
+// (claim_tracker), its executor slots and ready messages (executor_slots), the storage actors
+// and the completion batcher together. Its own rules live in those plain classes; this actor
+// does the messaging, the timers and the stop.
 #pragma once
 
+#include "actors/executor.hpp"
+#include "actors/protocol.hpp"
 #include "troupe/node_options.hpp"
-#include "troupe/protocol.hpp"
 #include "troupe/task.hpp"
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 
@@ -23,27 +26,18 @@ struct consumer_settings {
   /// A replacement for a consumer that died: before its first claim it hands back whatever the
   /// node holds of this queue that it does not hold itself (the dead consumer's claims).
   bool recover_on_start = false;
+  /// Makes the executors; empty: a thread per executor running the registry's tasks
+  /// (thread_executors). Tests pass executors they drive themselves.
+  std::function<executor_factory(std::shared_ptr<const std::atomic<bool>> stopping)> executors;
 };
 
 /// Spawns the consumer of one queue. It claims up to its free slots (concurrency + prefetch
-/// minus what it holds) in one request when woken (notification, jittered poll, due eta), runs
-/// each message on an idle executor, and passes outcomes to the completion batcher. It is its
-/// executors' supervisor: an executor that dies is replaced, and its message is failed as
-/// "executor crashed", never lost. An attempt still running when its time limit plus the
+/// minus what it holds) in one request when woken (notification, jittered poll, due eta),
+/// starts ready messages by priority, then eta, then id on idle executors, and passes outcomes
+/// to the completion batcher. An attempt still running when its time limit plus the
 /// time-limit grace has passed is abandoned: its slot gets a new executor, the attempt is
-/// recorded as failed (troupe::time_limit_abandoned) under the retry policy, and whatever the
-/// old executor reports later is ignored (its completion would be refused anyway).
+/// recorded as failed (troupe::time_limit_abandoned) under the retry policy, and the old
+/// executor's thread ends once its task returns, reporting nothing.
 consumer_actor spawn_consumer(caf::actor_system& sys, consumer_settings settings);
-
-/// Spawns one executor: a detached actor running task code for `consumer` in slot `slot`.
-/// `stopping` turns true when the node stops (tasks that asked for shutdown notifications
-/// see it through their task_context). `gate` holds the ticket of the last message the
-/// executor started; the consumer moves it past every ticket sent to take back what was sent
-/// but not started.
-executor_actor spawn_executor(caf::local_actor* parent,
-                              std::shared_ptr<const task_registry> registry, std::string queue,
-                              consumer_actor consumer, std::int32_t slot,
-                              std::shared_ptr<const std::atomic<bool>> stopping,
-                              std::shared_ptr<std::atomic<std::uint64_t>> gate);
 
 } // namespace troupe::actors

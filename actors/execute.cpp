@@ -104,7 +104,7 @@ storage::outcome to_outcome(attempt& a) {
     break;
   }
   for (auto& m : a.follow_ups)
-    o.follow_ups.push_back(to_new_message(m));
+    o.follow_ups.push_back(std::move(m));
   return o;
 }
 

@@ -1,58 +1,129 @@
-#include "actors/consumer.hpp"
+#include "actors/executor.hpp"
+
 #include "actors/execute.hpp"
 #include "troupe/log.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 namespace troupe::actors {
 
 namespace {
 
-struct executor_state {
-  static inline const char* name = "troupe.executor";
+// What an executor's thread shares with the executor object: the thread holds it until it
+// ends, so an abandoned thread outlives its consumer, and even its actor system, safely.
+struct shared_state {
+  executor_context context;
+  std::shared_ptr<std::atomic<std::uint64_t>> gate;
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<std::pair<storage::claimed_message, std::uint64_t>> queued; // message, ticket
+  bool stopping = false; // abandoned: start nothing more, then end
+  bool idle = true;      // waiting for work (under the mutex)
+  std::atomic<bool> running_task{false};
+
+  // The report callback, reset by abandon() under its own mutex so that no report can be under
+  // way once abandon() returns.
+  std::mutex report_mutex;
+  report_outcome report;
 };
 
-executor_actor::behavior_type executor_impl(executor_actor::stateful_pointer<executor_state> self,
-                                            std::shared_ptr<const task_registry> registry,
-                                            std::string queue, consumer_actor consumer,
-                                            std::int32_t slot,
-                                            std::shared_ptr<const std::atomic<bool>> stopping,
-                                            std::shared_ptr<std::atomic<std::uint64_t>> gate) {
-  self->set_default_handler(
-    [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
-      log().warn("executor: unexpected message {}", caf::to_string(x.content()));
-      return caf::sec::unexpected_message;
-    });
-  return {
-    [=](run_atom, const std::vector<storage::claimed_message>& msgs, std::uint64_t first) {
-      auto ticket = first;
-      for (const auto& msg : msgs) {
-        // Started only if the consumer has not taken it back: then the gate holds the ticket
-        // sent just before this one. A message taken back is dropped unseen.
-        auto expected = ticket - 1;
-        if (!gate->compare_exchange_strong(expected, ticket++))
-          continue;
-        // execute() catches everything the task throws: an exception never kills this actor.
-        auto out = execute(*registry, msg, queue, stopping.get());
-        if (out.state != storage::outcome_state::done)
-          log().warn("task failed queue={} message={} task={} attempt={} retry={} error={}", queue,
-                     msg.id, msg.task, msg.attempt, out.state == storage::outcome_state::retry,
-                     out.error_json);
-        self->send(consumer, executed_atom_v, slot, std::move(out));
-      }
-    },
-  };
+void run_loop(const std::shared_ptr<shared_state>& s) {
+  for (;;) {
+    std::pair<storage::claimed_message, std::uint64_t> next;
+    {
+      std::unique_lock lock{s->mutex};
+      s->idle = true;
+      s->wake.wait(lock, [&] { return s->stopping || !s->queued.empty(); });
+      if (s->stopping)
+        return;
+      s->idle = false;
+      next = std::move(s->queued.front());
+      s->queued.pop_front();
+    }
+    // Started only if the consumer has not taken it back: then the gate holds the ticket sent
+    // just before this one. A message taken back is dropped unseen.
+    auto expected = next.second - 1;
+    if (!s->gate->compare_exchange_strong(expected, next.second))
+      continue;
+    const auto& msg = next.first;
+    s->running_task = true;
+    // execute() catches everything the task throws: no exception ever leaves it.
+    auto out = execute(*s->context.registry, msg, s->context.queue, s->context.stopping.get());
+    s->running_task = false;
+    std::lock_guard guard{s->report_mutex};
+    if (!s->report)
+      return; // abandoned while the task ran: its outcome was recorded already
+    if (out.state != storage::outcome_state::done)
+      log().warn("task failed queue={} message={} task={} attempt={} retry={} error={}",
+                 s->context.queue, msg.id, msg.task, msg.attempt,
+                 out.state == storage::outcome_state::retry, out.error_json);
+    s->report(std::move(out));
+  }
 }
+
+class thread_executor final : public executor {
+public:
+  thread_executor(executor_context context, std::shared_ptr<std::atomic<std::uint64_t>> gate,
+                  report_outcome report)
+      : s_(std::make_shared<shared_state>()) {
+    s_->context = std::move(context);
+    s_->gate = std::move(gate);
+    s_->report = std::move(report);
+    thread_ = std::thread([s = s_] { run_loop(s); });
+  }
+
+  ~thread_executor() override { abandon(); }
+
+  void run(std::vector<storage::claimed_message> msgs, std::uint64_t first) override {
+    {
+      std::lock_guard lock{s_->mutex};
+      for (auto& m : msgs)
+        s_->queued.emplace_back(std::move(m), first++);
+    }
+    s_->wake.notify_one();
+  }
+
+  bool busy() const noexcept override { return s_->running_task.load(); }
+
+  void abandon() noexcept override {
+    if (!thread_.joinable())
+      return;
+    {
+      std::lock_guard guard{s_->report_mutex};
+      s_->report = nullptr; // releases the consumer's handle too
+    }
+    bool idle = false;
+    {
+      std::lock_guard lock{s_->mutex};
+      s_->stopping = true;
+      s_->queued.clear();
+      idle = s_->idle;
+    }
+    s_->wake.notify_one();
+    // An idle thread ends at once: wait for it. One inside task code may take any time: it ends
+    // by itself once the task returns.
+    if (idle)
+      thread_.join();
+    else
+      thread_.detach();
+  }
+
+private:
+  std::shared_ptr<shared_state> s_;
+  std::thread thread_;
+};
 
 } // namespace
 
-executor_actor spawn_executor(caf::local_actor* parent,
-                              std::shared_ptr<const task_registry> registry, std::string queue,
-                              consumer_actor consumer, std::int32_t slot,
-                              std::shared_ptr<const std::atomic<bool>> stopping,
-                              std::shared_ptr<std::atomic<std::uint64_t>> gate) {
-  // Linked: when the consumer goes, its executors go too (after the task at hand returns).
-  return parent->spawn<caf::detached + caf::linked>(executor_impl, std::move(registry),
-                                                    std::move(queue), std::move(consumer), slot,
-                                                    std::move(stopping), std::move(gate));
+executor_factory thread_executors(executor_context context) {
+  return [context = std::move(context)](std::shared_ptr<std::atomic<std::uint64_t>> gate,
+                                        report_outcome report) -> std::unique_ptr<executor> {
+    return std::make_unique<thread_executor>(context, std::move(gate), std::move(report));
+  };
 }
 
 } // namespace troupe::actors

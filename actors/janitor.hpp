@@ -1,7 +1,7 @@
 // The janitor: finds dead nodes (liveness lock free) and puts their running messages back.
 #pragma once
 
-#include "troupe/protocol.hpp"
+#include "actors/protocol.hpp"
 
 #include <chrono>
 

@@ -1,17 +1,11 @@
 #include "actors/node_supervisor.hpp"
 
-#include "actors/completion_batcher.hpp"
-#include "actors/consumer.hpp"
-#include "actors/janitor.hpp"
-#include "actors/notify_listener.hpp"
-#include "actors/storage_actor.hpp"
+#include "actors/node_children.hpp"
 #include "troupe/log.hpp"
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <deque>
-#include <map>
 #include <optional>
 
 namespace troupe::actors {
@@ -19,68 +13,56 @@ namespace troupe::actors {
 namespace {
 
 using namespace std::chrono;
+using starts = node_child::starts;
+using stops = node_child::stops;
 
 struct supervisor_state {
   static inline const char* name = "troupe.node_supervisor";
-  node_options options;
-  std::shared_ptr<const task_registry> tasks;
-  storage::statement_set_ptr statements;
-  storage::node_identity identity;
-  std::int32_t node_id = 0;
-
-  storage_actor storage;
-  caf::actor listener;
-  batcher_actor batcher;
-  janitor_actor janitor;
-  std::map<std::string, consumer_actor> consumers;
-  std::map<caf::actor_addr, std::deque<steady_clock::time_point>> restarts;
+  node_context node;
+  std::vector<node_child> children;
 
   bool stopping = false;
-  bool awaiting_listener = false; // the stop waits for the listener to deregister
-  bool delivered = false;         // the stop's reply went out
+  bool awaiting_down = false; // the stop waits for the await_down children
+  bool delivered = false;     // the stop's reply went out
+  bool ready = false;         // registered, and the consumers are claiming
   std::optional<caf::typed_response_promise<node_report>> stop_promise;
-  std::size_t consumers_pending = 0;
+  std::vector<caf::typed_response_promise<node_report>> ready_waiters;
+  std::size_t draining = 0;
   node_report final_report;
 
-  const queue_options& queue(const std::string& name) const {
-    for (const auto& q : options.queues)
-      if (q.name == name)
-        return q;
-    throw error(errc::bug, "no queue " + name);
+  node_child* child_of(const caf::actor_addr& who) {
+    for (auto& c : children)
+      if (c.handle && c.handle.address() == who)
+        return &c;
+    return nullptr;
+  }
+  node_report base_report() const {
+    node_report r;
+    r.node_id = node.node_id;
+    r.name = node.identity.name;
+    return r;
+  }
+  std::vector<node_child*> consumers() {
+    std::vector<node_child*> out;
+    for (auto& c : children)
+      if (!c.queue.empty() && c.handle)
+        out.push_back(&c);
+    return out;
   }
 };
 
-using supervisor_ptr = node_actor::stateful_pointer<supervisor_state>;
+using supervisor_ptr = node_supervisor_actor::stateful_pointer<supervisor_state>;
 
-storage_settings storage_config(const supervisor_state& st) {
-  return storage_settings{st.options.dsn, st.statements, "troupe-node",
-                          defaults::reconnect_backoff_max};
-}
-
-void spawn_listener(supervisor_ptr self) {
-  auto& st = self->state;
-  listener_settings ls{st.options.dsn, st.statements,
-                       st.identity,    caf::actor_cast<node_actor>(self),
-                       st.node_id,     defaults::listener_reconnect_backoff_max};
-  st.listener = spawn_notify_listener(self->system(), std::move(ls));
-  self->monitor(st.listener);
-}
-
-consumer_actor spawn_queue_consumer(supervisor_ptr self, const queue_options& q,
-                                    bool replacing = false) {
-  auto& st = self->state;
-  consumer_settings cs{
-    q, st.node_id, st.tasks, st.storage, st.batcher, st.options.time_limit_grace, replacing};
-  auto c = spawn_consumer(self->system(), std::move(cs));
-  self->monitor(c);
-  return c;
+void spawn_child(supervisor_ptr self, node_child& c, bool replacing) {
+  c.handle = c.spawn(self->system(), self->state.node, replacing);
+  self->monitor(c.handle);
 }
 
 // node_start hooks in stack order, node_stop hooks in reverse; a failing hook is logged.
 void run_node_hooks(supervisor_ptr self, bool starting) {
-  auto& st = self->state;
-  node_info info{st.node_id, st.identity.name};
-  const auto& stack = st.tasks->middleware();
+  auto& n = self->state.node;
+  node_info info{n.node_id, n.identity.name};
+  const auto& stack = n.tasks->middleware();
   auto run = [&](const middleware_ptr& m) {
     try {
       if (starting)
@@ -89,10 +71,10 @@ void run_node_hooks(supervisor_ptr self, bool starting) {
         m->node_stop(info);
     } catch (const std::exception& e) {
       log().error("middleware {} failed in {} node={}: {}", m->name(),
-                  starting ? "node_start" : "node_stop", st.node_id, e.what());
+                  starting ? "node_start" : "node_stop", n.node_id, e.what());
     } catch (...) {
       log().error("middleware {} failed in {} node={}", m->name(),
-                  starting ? "node_start" : "node_stop", st.node_id);
+                  starting ? "node_start" : "node_stop", n.node_id);
     }
   };
   if (starting)
@@ -101,219 +83,195 @@ void run_node_hooks(supervisor_ptr self, bool starting) {
     std::for_each(stack.rbegin(), stack.rend(), run);
 }
 
-void start_workers(supervisor_ptr self) {
+void answer_ready_waiters(supervisor_ptr self, const caf::error& err) {
   auto& st = self->state;
-  run_node_hooks(self, true); // before any consumer can start an attempt
-  st.batcher = spawn_completion_batcher(
-    self->system(), batcher_settings{st.node_id, st.storage, st.options.completion_flush_interval,
-                                     st.options.completion_batch_size});
-  self->monitor(st.batcher);
-  for (const auto& q : st.options.queues)
-    st.consumers.emplace(q.name, spawn_queue_consumer(self, q));
-  janitor_settings js{st.storage, st.options.janitor_interval, st.options.dead_node_grace};
-  if (st.options.vacuum_dead_rows > 0) {
-    auto upkeep = storage_config(st);
-    upkeep.application_name = "troupe-node-upkeep";
-    js.upkeep = spawn_storage_actor(self->system(), std::move(upkeep));
-    js.vacuum_dead_rows = st.options.vacuum_dead_rows;
+  for (auto& rp : st.ready_waiters) {
+    if (err)
+      rp.deliver(err);
+    else
+      rp.deliver(st.base_report());
   }
-  st.janitor = spawn_janitor(self->system(), std::move(js));
-  self->monitor(st.janitor);
-  log().info("node started node={} name={} queues={}", st.node_id, st.identity.name,
-             fmt::join(st.identity.queues, ","));
+  st.ready_waiters.clear();
 }
 
-// Ends every child; the listener deregisters the node on the way out.
-void shut_down_children(supervisor_ptr self, const caf::error& reason) {
+void start_registered_children(supervisor_ptr self) {
   auto& st = self->state;
-  for (auto& [name, c] : st.consumers)
-    self->send_exit(c, reason);
-  if (st.janitor)
-    self->send_exit(st.janitor, reason);
-  if (st.batcher)
-    self->send_exit(st.batcher, reason);
-  if (st.listener)
-    self->send_exit(st.listener, reason);
-  if (st.storage)
-    self->send_exit(st.storage, reason);
+  run_node_hooks(self, true); // before any consumer can start an attempt
+  for (auto& c : st.children)
+    if (c.when == starts::once_registered)
+      spawn_child(self, c, false);
+  st.ready = true;
+  answer_ready_waiters(self, caf::error{});
+  log().info("node started node={} name={} queues={}", st.node.node_id, st.node.identity.name,
+             fmt::join(st.node.identity.queues, ","));
+}
+
+// Ends every child (in stop order); the listener deregisters the node on the way out.
+void exit_children(supervisor_ptr self, const caf::error& reason) {
+  for (auto& c : self->state.children)
+    if (c.handle && c.stop != stops::await_down)
+      self->send_exit(c.handle, reason);
+  for (auto& c : self->state.children)
+    if (c.handle && c.stop == stops::await_down)
+      self->send_exit(c.handle, reason);
+}
+
+bool awaiting(const supervisor_state& st) {
+  return std::any_of(st.children.begin(), st.children.end(),
+                     [](const node_child& c) { return c.stop == stops::await_down && c.handle; });
 }
 
 void deliver_stop(supervisor_ptr self) {
-  auto& s = self->state;
-  if (s.delivered)
-    return; // the listener's down message and the deadline can both arrive
-  s.delivered = true;
-  if (s.node_id != 0)
+  auto& st = self->state;
+  if (st.delivered)
+    return; // the last down message and the deadline can both arrive
+  st.delivered = true;
+  if (st.node.node_id != 0)
     run_node_hooks(self, false);
-  s.final_report.node_id = s.node_id;
-  log().info("node stopped node={} executed={} released={} abandoned={}", s.node_id,
-             s.final_report.executed, s.final_report.released, s.final_report.abandoned);
-  if (s.stop_promise) {
-    s.stop_promise->deliver(s.final_report);
-    s.stop_promise.reset();
+  st.final_report.node_id = st.node.node_id;
+  st.final_report.name = st.node.identity.name;
+  log().info("node stopped node={} executed={} released={} abandoned={}", st.node.node_id,
+             st.final_report.executed, st.final_report.released, st.final_report.abandoned);
+  answer_ready_waiters(self, make_caf_error(errc::shutting_down, "the node stopped"));
+  if (st.stop_promise) {
+    st.stop_promise->deliver(st.final_report);
+    st.stop_promise.reset();
   }
   self->quit();
 }
 
+// The last steps of a stop: flush, then exit every child, then wait for the await_down ones
+// (or a deadline, if the database does not answer).
 void finish_stop(supervisor_ptr self) {
   auto& st = self->state;
-  auto done = [=] {
-    auto& s = self->state;
-    shut_down_children(self, caf::exit_reason::user_shutdown);
-    if (s.listener) {
-      // Reply once the listener has deregistered the node (its down message), or after a
-      // deadline if the database does not answer.
-      s.awaiting_listener = true;
-      self->delayed_send(self, seconds(10), poll_atom_v);
+  auto exit_all = [=] {
+    exit_children(self, caf::exit_reason::user_shutdown);
+    if (awaiting(self->state)) {
+      self->state.awaiting_down = true;
+      self->delayed_send(self, seconds(10), deadline_atom_v);
       return;
     }
     deliver_stop(self);
   };
-  if (!st.batcher) {
-    done();
+  auto flushing = std::find_if(st.children.begin(), st.children.end(), [](const node_child& c) {
+    return c.stop == stops::flush && c.handle;
+  });
+  if (flushing == st.children.end()) {
+    exit_all();
     return;
   }
-  self->request(st.batcher, seconds(30), flush_atom_v)
-    .then([=](std::int64_t) { done(); },
+  self->request(caf::actor_cast<batcher_actor>(flushing->handle), seconds(30), flush_atom_v)
+    .then([=](std::int64_t) { exit_all(); },
           [=](caf::error& err) {
-            log().error("final flush of completions failed node={}: {}", self->state.node_id,
+            log().error("final flush of completions failed node={}: {}", self->state.node.node_id,
                         describe(err));
-            done();
+            exit_all();
           });
 }
 
-void consumer_stopped(supervisor_ptr self) {
+void drained_one(supervisor_ptr self, const consumer_report& r, bool in_time) {
   auto& st = self->state;
-  if (--st.consumers_pending == 0)
+  if (!in_time && r.running > 0)
+    log().warn("{} task(s) of queue {} still running after the shutdown grace; abandoning them",
+               r.running, r.queue);
+  st.final_report.executed += r.executed;
+  st.final_report.released += r.released;
+  st.final_report.abandoned += r.stuck + (in_time ? 0 : r.running);
+  if (--st.draining == 0)
     finish_stop(self);
 }
 
 void begin_stop(supervisor_ptr self) {
   auto& st = self->state;
   st.stopping = true;
-  log().info("node stopping node={}: no new claims, {}ms for running tasks", st.node_id,
-             st.options.shutdown_grace.count());
-  if (st.consumers.empty()) {
+  log().info("node stopping node={}: no new claims, {}ms for running tasks", st.node.node_id,
+             st.node.options.shutdown_grace.count());
+  std::vector<caf::actor> drain;
+  for (auto& c : st.children)
+    if (c.stop == stops::drain && c.handle)
+      drain.push_back(c.handle);
+  if (drain.empty()) {
     finish_stop(self);
     return;
   }
-  st.consumers_pending = st.consumers.size();
-  for (auto& [name, c] : st.consumers) {
-    auto consumer = c;
-    self->request(consumer, st.options.shutdown_grace, stop_atom_v)
-      .then(
-        [=](const consumer_report& r) {
-          auto& s = self->state;
-          s.final_report.executed += r.executed;
-          s.final_report.released += r.released;
-          s.final_report.abandoned += r.stuck;
-          consumer_stopped(self);
-        },
-        [=](caf::error&) {
-          // The grace period ran out: count what is still running, and go on without it.
-          self->request(consumer, seconds(5), status_atom_v)
-            .then(
-              [=](const consumer_report& r) {
-                auto& s = self->state;
-                log().warn("{} task(s) of queue {} still running after the shutdown grace; "
-                           "abandoning them",
-                           r.running, r.queue);
-                s.final_report.executed += r.executed;
-                s.final_report.released += r.released;
-                s.final_report.abandoned += r.running + r.stuck;
-                consumer_stopped(self);
-              },
-              [=](caf::error&) { consumer_stopped(self); });
-        });
+  st.draining = drain.size();
+  for (auto& handle : drain) {
+    auto consumer = caf::actor_cast<consumer_actor>(handle);
+    self->request(consumer, st.node.options.shutdown_grace, stop_atom_v)
+      .then([=](const consumer_report& r) { drained_one(self, r, true); },
+            [=](caf::error&) {
+              // The grace period ran out: count what is still running, and go on without it.
+              self->request(consumer, seconds(5), status_atom_v)
+                .then([=](const consumer_report& r) { drained_one(self, r, false); },
+                      [=](caf::error&) { drained_one(self, consumer_report{}, false); });
+            });
   }
 }
 
-bool allow_restart(supervisor_ptr self, const caf::actor_addr& who) {
-  auto& times = self->state.restarts[who];
-  auto now = steady_clock::now();
-  while (!times.empty() && now - times.front() > restart_window)
-    times.pop_front();
-  times.push_back(now);
-  return static_cast<int>(times.size()) <= max_restarts;
-}
-
 void escalate(supervisor_ptr self, const std::string& what, const caf::error& reason) {
+  auto& st = self->state;
   log().critical("{} died ({}); the node stops so that live nodes recover its messages", what,
                  caf::to_string(reason));
-  shut_down_children(self, caf::exit_reason::user_shutdown);
-  if (self->state.stop_promise)
-    self->state.stop_promise->deliver(make_caf_error(errc::bug, what + " died"));
+  exit_children(self, caf::exit_reason::user_shutdown);
+  auto err = make_caf_error(errc::bug, what + " died");
+  answer_ready_waiters(self, err);
+  if (st.stop_promise)
+    st.stop_promise->deliver(err);
   self->quit(make_caf_error(errc::bug, what + " died: " + caf::to_string(reason)));
 }
 
 void on_child_down(supervisor_ptr self, caf::down_msg& dm) {
   auto& st = self->state;
+  auto* c = st.child_of(dm.source);
+  if (c == nullptr)
+    return;
   if (st.stopping) {
-    if (st.listener && dm.source == st.listener.address()) {
-      if (st.awaiting_listener)
-        deliver_stop(self);
-      else
-        st.listener = nullptr; // gone early: the stop goes on without waiting for it
-    }
+    auto stop = c->stop;
+    c->handle = nullptr; // gone: the stop goes on without waiting for it
+    if (stop == stops::await_down && st.awaiting_down && !awaiting(st))
+      deliver_stop(self);
     return;
   }
-  if (dm.source == st.listener.address()) {
-    if (!allow_restart(self, dm.source)) {
-      escalate(self, "the notify listener (restarted too often)", dm.reason);
-      return;
-    }
-    log().error("notify listener died ({}); restarting it", caf::to_string(dm.reason));
-    auto old = dm.source;
-    spawn_listener(self);
-    st.restarts[st.listener.address()] = std::move(st.restarts[old]);
-    st.restarts.erase(old);
+  if (c->death == node_child::on_death::escalate) {
+    escalate(self, c->name, dm.reason);
     return;
   }
-  for (auto& [name, c] : st.consumers) {
-    if (dm.source != c.address())
-      continue;
-    if (!allow_restart(self, dm.source)) {
-      escalate(self, "the consumer of queue " + name + " (restarted too often)", dm.reason);
-      return;
-    }
-    log().error("consumer died queue={} reason={}; restarting it", name, caf::to_string(dm.reason));
-    auto old = dm.source;
-    // The replacement hands back what the dead one held before it claims anything.
-    c = spawn_queue_consumer(self, st.queue(name), true);
-    st.restarts[c.address()] = std::move(st.restarts[old]);
-    st.restarts.erase(old);
+  auto now = steady_clock::now();
+  while (!c->restarts.empty() && now - c->restarts.front() > restart_window)
+    c->restarts.pop_front();
+  c->restarts.push_back(now);
+  if (static_cast<int>(c->restarts.size()) > max_restarts) {
+    escalate(self, c->name + " (restarted too often)", dm.reason);
     return;
   }
-  if (dm.source == st.batcher.address())
-    escalate(self, "the completion batcher", dm.reason);
-  else if (dm.source == st.janitor.address())
-    escalate(self, "the janitor", dm.reason);
-  else if (dm.source == st.storage.address())
-    escalate(self, "the storage router", dm.reason);
+  log().error("{} died ({}); restarting it", c->name, caf::to_string(dm.reason));
+  spawn_child(self, *c, true);
 }
 
-node_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options options,
-                                          std::shared_ptr<const task_registry> tasks) {
+node_supervisor_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options options,
+                                                     std::shared_ptr<const task_registry> tasks) {
   auto& st = self->state;
-  st.options = std::move(options);
-  st.tasks = std::move(tasks);
-  st.statements = storage::make_statement_set(st.options.area);
+  auto& n = st.node;
+  n.options = std::move(options);
+  n.tasks = std::move(tasks);
+  n.statements = storage::make_statement_set(n.options.area);
+  n.node = caf::actor_cast<node_supervisor_actor>(self);
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
-  st.identity.host = host;
-  st.identity.pid = static_cast<std::int32_t>(::getpid());
-  st.identity.name = st.options.name.empty()
-                       ? st.identity.host + ":" + std::to_string(st.identity.pid)
-                       : st.options.name;
-  for (const auto& q : st.options.queues)
-    st.identity.queues.push_back(q.name);
-  st.storage =
-    spawn_storage_router(self->system(), storage_config(st), st.options.storage_connections);
-  self->monitor(st.storage);
-  spawn_listener(self);
+  n.identity.host = host;
+  n.identity.pid = static_cast<std::int32_t>(::getpid());
+  n.identity.name = n.options.name.empty() ? n.identity.host + ":" + std::to_string(n.identity.pid)
+                                           : n.options.name;
+  for (const auto& q : n.options.queues)
+    n.identity.queues.push_back(q.name);
+  st.children = node_children(n.options);
+  for (auto& c : st.children)
+    if (c.when == starts::with_node)
+      spawn_child(self, c, false);
   self->set_down_handler([=](caf::down_msg& dm) { on_child_down(self, dm); });
   self->set_exit_handler([=](caf::exit_msg& em) {
-    shut_down_children(self, em.reason);
+    exit_children(self, em.reason);
+    answer_ready_waiters(self, make_caf_error(errc::shutting_down, "the node was stopped"));
     self->quit(em.reason);
   });
   self->set_default_handler(
@@ -324,62 +282,68 @@ node_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options opti
   return {
     [=](registered_atom, std::int32_t id) {
       auto& s = self->state;
-      if (s.node_id != 0)
+      if (s.node.node_id != 0)
         return;
-      s.node_id = id;
-      s.final_report.node_id = id;
+      s.node.node_id = id;
       if (s.stopping)
         finish_stop(self);
       else
-        start_workers(self);
+        start_registered_children(self);
     },
     [=](caf::get_atom, const std::string& queue) -> caf::result<consumer_actor> {
-      auto i = self->state.consumers.find(queue);
-      if (i == self->state.consumers.end())
-        return make_caf_error(errc::not_found, "this node does not consume queue " + queue);
-      return i->second;
+      for (auto* c : self->state.consumers())
+        if (c->queue == queue)
+          return caf::actor_cast<consumer_actor>(c->handle);
+      return make_caf_error(errc::not_found, "this node does not consume queue " + queue);
     },
     [=](wake_atom, const std::string& queue) {
       auto& s = self->state;
       if (s.stopping)
         return;
-      if (queue.empty()) {
-        for (auto& [name, c] : s.consumers)
-          self->send(c, wake_atom_v);
-        return;
-      }
-      auto i = s.consumers.find(queue);
-      if (i != s.consumers.end())
-        self->send(i->second, wake_atom_v);
+      for (auto* c : s.consumers())
+        if (queue.empty() || c->queue == queue)
+          self->send(caf::actor_cast<consumer_actor>(c->handle), wake_atom_v);
+    },
+    [=](ready_atom) -> caf::typed_response_promise<node_report> {
+      auto& s = self->state;
+      auto rp = self->make_response_promise<node_report>();
+      if (s.stopping)
+        rp.deliver(make_caf_error(errc::shutting_down, "the node is stopping"));
+      else if (s.ready)
+        rp.deliver(s.base_report());
+      else
+        s.ready_waiters.push_back(rp);
+      return rp;
     },
     [=](status_atom) -> caf::typed_response_promise<node_report> {
       // Sums the consumers' counters; a consumer that does not answer in time is left out.
       auto& s = self->state;
       auto rp = self->make_response_promise<node_report>();
-      auto total = std::make_shared<node_report>();
-      total->node_id = s.node_id;
-      if (s.stopping || s.consumers.empty()) {
-        rp.deliver(s.stopping ? s.final_report : *total);
+      auto consumers = s.consumers();
+      if (s.stopping || consumers.empty()) {
+        rp.deliver(s.stopping ? s.final_report : s.base_report());
         return rp;
       }
-      auto pending = std::make_shared<std::size_t>(s.consumers.size());
-      for (auto& [name, c] : s.consumers) {
+      auto total = std::make_shared<node_report>(s.base_report());
+      auto pending = std::make_shared<std::size_t>(consumers.size());
+      for (auto* c : consumers) {
         auto settle = [=]() mutable {
           if (--*pending == 0)
             rp.deliver(*total);
         };
-        self->request(c, seconds(5), status_atom_v)
+        self->request(caf::actor_cast<consumer_actor>(c->handle), seconds(5), status_atom_v)
           .then(
             [=](const consumer_report& r) mutable {
               total->executed += r.executed;
               total->released += r.released;
+              total->abandoned += r.stuck;
               settle();
             },
             [=](caf::error&) mutable { settle(); });
       }
       return rp;
     },
-    [=](poll_atom) {
+    [=](deadline_atom) {
       if (self->state.stopping) {
         log().warn("the listener did not confirm deregistration in time");
         deliver_stop(self);
@@ -393,7 +357,7 @@ node_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options opti
         return rp;
       }
       s.stop_promise = rp;
-      if (s.node_id == 0) {
+      if (s.node.node_id == 0) {
         // Not registered yet: nothing was claimed.
         s.stopping = true;
         finish_stop(self);
@@ -407,8 +371,8 @@ node_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options opti
 
 } // namespace
 
-node_actor spawn_node_supervisor(caf::actor_system& sys, node_options options,
-                                 std::shared_ptr<const task_registry> tasks) {
+node_supervisor_actor spawn_node_supervisor(caf::actor_system& sys, node_options options,
+                                            std::shared_ptr<const task_registry> tasks) {
   validate(options);
   return sys.spawn(supervisor_impl, std::move(options), std::move(tasks));
 }
@@ -420,13 +384,6 @@ namespace troupe {
 node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
                              std::shared_ptr<const task_registry> tasks) {
   return actors::spawn_node_supervisor(sys, std::move(options), std::move(tasks));
-}
-
-storage_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn, const area& where,
-                                 int connections) {
-  actors::storage_settings s{dsn, storage::make_statement_set(where), "troupe-producer",
-                             defaults::reconnect_backoff_max};
-  return actors::spawn_storage_router(sys, std::move(s), connections);
 }
 
 } // namespace troupe

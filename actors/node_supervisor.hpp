@@ -1,10 +1,13 @@
 // The node supervisor: the root of one worker node. It owns and monitors every other actor of
-// the node, restarts the listener and consumers when they die, escalates when the storage
-// pool, the batcher or the janitor dies (the node stops; its messages are recovered by the
-// janitors of live nodes), and runs the graceful stop.
+// the node, declared in one table (actors/node_children.cpp): how each is spawned, whether it
+// is restarted or escalates when it dies, and the order of the graceful stop. A scheduler, a
+// limiter or a metrics actor is one more row.
 #pragma once
 
-#include "troupe/caf.hpp"
+#include "actors/protocol.hpp"
+
+#include <chrono>
+#include <memory>
 
 namespace troupe::actors {
 
@@ -12,7 +15,7 @@ namespace troupe::actors {
 inline constexpr int max_restarts = 5;
 inline constexpr std::chrono::seconds restart_window{60};
 
-node_actor spawn_node_supervisor(caf::actor_system& sys, node_options options,
-                                 std::shared_ptr<const task_registry> tasks);
+node_supervisor_actor spawn_node_supervisor(caf::actor_system& sys, node_options options,
+                                            std::shared_ptr<const task_registry> tasks);
 
 } // namespace troupe::actors

@@ -4,9 +4,6 @@
 #include "storage/queries.hpp"
 #include "troupe/log.hpp"
 
-#include <libpq-fe.h>
-#include <poll.h>
-
 #include <optional>
 
 namespace troupe::actors {
@@ -28,7 +25,6 @@ constexpr milliseconds mailbox_check{50};
 
 void run_listener(caf::blocking_actor* self, listener_settings s) {
   const auto& stmts = *s.statements;
-  auto channel = wake_channel(stmts.where());
   std::optional<storage::connection> conn;
   std::int32_t node_id = s.node_id;
   milliseconds backoff{0};
@@ -58,18 +54,11 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
     if (!conn) {
       try {
         conn.emplace(storage::connection::open(s.dsn, "troupe-listener"));
-        // The listener only waits for notifications: a server-side idle timeout must not end
-        // its session (that would release the node's liveness lock). Taking the lock back
-        // after a reconnect may wait for the old session to be noticed as gone: bounded, so a
-        // stop request is never stuck behind it.
-        if (PQserverVersion(conn->native()) >= 140000)
-          conn->exec("SET idle_session_timeout = 0", "listener_setup");
-        conn->exec("SET lock_timeout = '5s'", "listener_setup");
-        conn->exec("LISTEN " + quote_identifier(channel), "listen");
+        storage::prepare_listener_session(*conn, stmts);
+        storage::listen_for_wakes(*conn, stmts);
         if (node_id == 0) {
           node_id = storage::register_node(*conn, stmts, s.identity);
-          log().info("node registered node={} name={} channel={}", node_id, s.identity.name,
-                     channel);
+          log().info("node registered node={} name={}", node_id, s.identity.name);
           self->send(s.node, registered_atom_v, node_id);
         } else {
           storage::reregister_node(*conn, stmts, s.identity, node_id);
@@ -87,22 +76,18 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
         continue;
       }
     }
-    PGconn* pg = conn->native();
-    pollfd pfd{PQsocket(pg), POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(mailbox_check.count())) > 0) {
-      if (PQconsumeInput(pg) == 0 || PQstatus(pg) != CONNECTION_OK) {
-        log().warn("listener connection lost node={}: {}", node_id, PQerrorMessage(pg));
-        conn.reset();
-        continue;
-      }
-      while (PGnotify* n = PQnotifies(pg)) {
+    try {
+      for (auto& n : conn->wait_for_notifications(mailbox_check)) {
         std::string queue;
-        if (parse_wake_payload(n->extra, queue))
+        if (parse_wake_payload(n.payload, queue))
           self->send(s.node, wake_atom_v, std::move(queue));
         else
-          log().debug("ignored a malformed notification on {}: \"{}\"", n->relname, n->extra);
-        PQfreemem(n);
+          log().debug("ignored a malformed notification on {}: \"{}\"", n.channel, n.payload);
       }
+    } catch (const error& e) {
+      log().warn("listener connection lost node={}: {}", node_id, e.what());
+      conn.reset();
+      continue;
     }
     drain_mailbox(milliseconds{0});
   }

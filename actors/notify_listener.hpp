@@ -3,9 +3,9 @@
 // wake channel, and turns each notification into a wake hint for the node.
 #pragma once
 
+#include "actors/protocol.hpp"
 #include "storage/records.hpp"
 #include "storage/statements.hpp"
-#include "troupe/protocol.hpp"
 
 #include <chrono>
 #include <string>
@@ -18,7 +18,7 @@ struct listener_settings {
   storage::node_identity identity;
   /// The node to report to: `(registered_atom, id)` once, then `(wake_atom, queue)` per hint
   /// and `(wake_atom, "")` after every reconnect (notifications may have been missed).
-  node_actor node;
+  node_supervisor_actor node;
   /// 0: register a new node; otherwise take this node's lock again (a restarted listener).
   std::int32_t node_id = 0;
   std::chrono::milliseconds reconnect_backoff_max{5000};

@@ -1,16 +1,15 @@
 // The result waiter: answers result requests from actors without blocking them.
+#include "actors/protocol.hpp"
+#include "runtime/src/results.hpp"
 #include "storage/connection.hpp"
 #include "storage/queries.hpp"
-#include "troupe/caf.hpp"
+#include "troupe/client.hpp"
 #include "troupe/log.hpp"
-
-#include <libpq-fe.h>
-#include <poll.h>
 
 #include <map>
 #include <optional>
 
-namespace troupe {
+namespace troupe::actors {
 
 namespace {
 
@@ -31,7 +30,7 @@ struct waiter_state {
   steady_clock::time_point last_check{};
 };
 
-using waiter_ptr = result_waiter_actor::stateful_pointer<waiter_state>;
+using waiter_ptr = result_waiter_impl_actor::stateful_pointer<waiter_state>;
 
 caf::error to_caf(const result_error& e) {
   auto text =
@@ -44,7 +43,7 @@ storage::connection& connection(waiter_ptr self) {
   if (!st.conn || !st.conn->ok()) {
     st.conn.reset();
     st.conn.emplace(storage::connection::open(st.dsn, "troupe-result-waiter"));
-    st.conn->exec("LISTEN " + quote_identifier(results_channel(st.stmts->where())), "listen");
+    storage::listen_for_results(*st.conn, *st.stmts);
   }
   return *st.conn;
 }
@@ -63,7 +62,7 @@ void check(waiter_ptr self) {
       auto [from, to] = st.pending.equal_range(m.id);
       for (auto i = from; i != to; ++i) {
         try {
-          i->second.promise.deliver(result_of(m));
+          i->second.promise.deliver(detail::result_of(m));
         } catch (const result_error& e) {
           i->second.promise.deliver(to_caf(e));
         }
@@ -100,8 +99,8 @@ void tick(waiter_ptr self) {
   self->delayed_send(self, milliseconds(20), poll_atom_v);
 }
 
-result_waiter_actor::behavior_type waiter_impl(waiter_ptr self, std::string dsn,
-                                               storage::statement_set_ptr stmts) {
+result_waiter_impl_actor::behavior_type waiter_impl(waiter_ptr self, std::string dsn,
+                                                    storage::statement_set_ptr stmts) {
   self->state.dsn = std::move(dsn);
   self->state.stmts = std::move(stmts);
   return {
@@ -126,13 +125,12 @@ result_waiter_actor::behavior_type waiter_impl(waiter_ptr self, std::string dsn,
       bool woken = false;
       if (st.conn && st.conn->ok()) {
         // This actor is detached: a short wait on the socket blocks nobody else.
-        auto* pg = st.conn->native();
-        pollfd pfd{PQsocket(pg), POLLIN, 0};
-        if (::poll(&pfd, 1, 30) > 0 && PQconsumeInput(pg) != 0)
-          while (PGnotify* n = PQnotifies(pg)) {
-            woken = true;
-            PQfreemem(n);
-          }
+        try {
+          woken = !st.conn->wait_for_notifications(milliseconds(30)).empty();
+        } catch (const error& e) {
+          st.conn.reset(); // reconnected by the next check
+          log().warn("result waiter: {}", e.what());
+        }
       }
       if (woken || steady_clock::now() - st.last_check >= milliseconds(500))
         check(self);
@@ -145,9 +143,13 @@ result_waiter_actor::behavior_type waiter_impl(waiter_ptr self, std::string dsn,
 
 } // namespace
 
+} // namespace troupe::actors
+
+namespace troupe {
+
 result_waiter_actor spawn_result_waiter(caf::actor_system& sys, const std::string& dsn,
                                         const area& where) {
-  return sys.spawn<caf::detached>(waiter_impl, dsn, storage::make_statement_set(where));
+  return sys.spawn<caf::detached>(actors::waiter_impl, dsn, storage::make_statement_set(where));
 }
 
 } // namespace troupe

@@ -3,28 +3,10 @@
 #include "runtime/src/publish_plan.hpp"
 #include "storage/connection.hpp"
 #include "storage/queries.hpp"
+#include "troupe/dsn.hpp"
 #include "troupe/log.hpp"
 
 #include <optional>
-
-namespace troupe {
-
-caf::error make_caf_error(errc code, std::string text) {
-  return caf::error{static_cast<std::uint8_t>(code), caf::atom("troupe"),
-                    caf::make_message(std::move(text))};
-}
-
-std::string describe(const caf::error& err) {
-  if (err.category() == caf::atom("troupe")) {
-    std::string text;
-    if (err.context().match_elements<std::string>())
-      text = err.context().get_as<std::string>(0);
-    return std::string(to_string(static_cast<errc>(err.code()))) + ": " + text;
-  }
-  return caf::to_string(err);
-}
-
-} // namespace troupe
 
 namespace troupe::actors {
 
@@ -63,24 +45,28 @@ struct storage_state {
     }
   }
 
-  // Runs one storage call and turns a Troupe error into a CAF error reply; a lost connection
-  // is dropped here so the next request reconnects.
+  // Runs one storage call and turns a Troupe error into a CAF error reply.
   template <class F>
   auto guarded(F&& f) -> caf::result<decltype(f(std::declval<storage::connection&>()))> {
     try {
       return f(connection());
     } catch (const error& e) {
-      if (e.code() == errc::connection_lost) {
-        conn.reset();
-        if (next_attempt < std::chrono::steady_clock::now())
-          next_attempt = std::chrono::steady_clock::now();
-      }
-      log().warn("storage request failed: {}", e.what());
-      return make_caf_error(e.code(), e.what());
+      return failed(e);
     } catch (const std::exception& e) {
       log().error("storage request failed unexpectedly: {}", e.what());
       return make_caf_error(errc::bug, e.what());
     }
+  }
+
+  // A failed request's reply; a lost connection is dropped so the next request reconnects.
+  caf::error failed(const error& e) {
+    if (e.code() == errc::connection_lost) {
+      conn.reset();
+      if (next_attempt < std::chrono::steady_clock::now())
+        next_attempt = std::chrono::steady_clock::now();
+    }
+    log().warn("storage request failed: {}", e.what());
+    return make_caf_error(e.code(), e.what());
   }
 };
 
@@ -96,12 +82,6 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
   const auto& stmts = *st.settings.statements;
   return {
     [=, &st, &stmts](claim_atom, const std::string& queue, std::int32_t node, std::int32_t limit,
-                     std::int32_t eta_below) -> caf::result<storage::claim_result> {
-      return st.guarded([&](storage::connection& c) {
-        return storage::claim_batch(c, stmts, queue, node, limit, eta_below);
-      });
-    },
-    [=, &st, &stmts](claim_atom, const std::string& queue, std::int32_t node, std::int32_t limit,
                      std::int32_t eta_below,
                      std::uint64_t claim) -> caf::result<storage::claim_result> {
       // The locked messages go to the requester before the reply, from the same actor and into
@@ -109,11 +89,14 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
       // request would have its reply overtake them.
       auto to = caf::actor_cast<consumer_actor>(self->current_sender());
       auto hand_out = [&](std::vector<storage::claimed_message> locked) {
-        self->send(to, claim_atom_v, claim, std::move(locked));
+        self->send(to, locked_atom_v, claim, std::move(locked));
       };
       return st.guarded([&](storage::connection& c) {
         return storage::claim_batch_early(c, stmts, queue, node, limit, eta_below, hand_out);
       });
+    },
+    [=, &st, &stmts](next_eta_atom, const std::string& queue) -> caf::result<std::int64_t> {
+      return st.guarded([&](storage::connection& c) { return storage::next_eta(c, stmts, queue); });
     },
     [=, &st, &stmts](complete_atom, std::int32_t node,
                      const std::vector<storage::outcome>& outcomes) -> caf::result<std::int64_t> {
@@ -126,24 +109,28 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
       return st.guarded(
         [&](storage::connection& c) { return storage::release_claimed(c, stmts, node, msgs); });
     },
-    [=, &st, &stmts](release_atom, std::int32_t node, const std::string& queue,
+    [=, &st, &stmts](recover_atom, std::int32_t node, const std::string& queue,
                      const std::vector<std::string>& held) -> caf::result<std::int64_t> {
       return st.guarded([&](storage::connection& c) {
         return storage::recover_unheld(c, stmts, node, queue, held);
       });
     },
-    [=, &st, &stmts](enqueue_atom,
-                     const std::vector<storage::new_message>& batch) -> caf::result<std::int64_t> {
-      return st.guarded(
-        [&](storage::connection& c) { return storage::enqueue_messages(c, stmts, batch); });
-    },
     [=, &st](enqueue_atom, std::vector<message>& batch,
              std::vector<enqueue_options>& options) -> caf::result<std::vector<message>> {
+      // The plan validates before any database access: a refused batch gets the answer
+      // client::enqueue_many gives, even while the database is down.
+      std::optional<detail::publish_plan> plan;
+      try {
+        plan.emplace(st.settings.statements, std::move(batch), std::move(options),
+                     std::vector<middleware_ptr>{}, true);
+      } catch (const error& e) {
+        return make_caf_error(e.code(), e.what());
+      }
+      if (plan->empty())
+        return std::vector<message>{};
       return st.guarded([&](storage::connection& c) {
-        detail::publish_plan plan(st.settings.statements, std::move(batch), std::move(options), {},
-                                  true);
-        detail::run_on_own_connection(c, plan);
-        return plan.finish(false);
+        detail::run_on_own_connection(c, *plan);
+        return plan->finish(false);
       });
     },
     [=, &st, &stmts](reap_atom, std::int64_t grace_ms) -> caf::result<storage::reap_report> {
@@ -156,7 +143,7 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
         [&](storage::connection& c) { return storage::vacuum_queue(c, stmts, min_dead); });
     },
     [=, &st, &stmts](stats_atom,
-                     const std::string& queue) -> caf::result<std::vector<storage::queue_stats>> {
+                     const std::string& queue) -> caf::result<std::vector<queue_stats>> {
       return st.guarded([&](storage::connection& c) {
         return storage::queue_statistics(c, stmts, queue.empty() ? nullptr : &queue);
       });
@@ -221,14 +208,14 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
   });
   self->set_default_handler(caf::print_and_drop);
   return {
-    [=](claim_atom a, std::string& q, std::int32_t n, std::int32_t l, std::int32_t e) {
-      auto& member = self->state.pick_for(q);
-      return self->delegate(member, a, std::move(q), n, l, e);
-    },
     [=](claim_atom a, std::string& q, std::int32_t n, std::int32_t l, std::int32_t e,
         std::uint64_t claim) {
       auto& member = self->state.pick_for(q);
       return self->delegate(member, a, std::move(q), n, l, e, claim);
+    },
+    [=](next_eta_atom a, std::string& q) {
+      auto& member = self->state.pick_for(q);
+      return self->delegate(member, a, std::move(q));
     },
     [=](complete_atom a, std::int32_t n, std::vector<storage::outcome>& o) {
       return self->delegate(self->state.pick(), a, n, std::move(o));
@@ -236,12 +223,9 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
     [=](release_atom a, std::int32_t n, std::vector<storage::claimed_message>& m) {
       return self->delegate(self->state.pick(), a, n, std::move(m));
     },
-    [=](release_atom a, std::int32_t n, std::string& q, std::vector<std::string>& held) {
+    [=](recover_atom a, std::int32_t n, std::string& q, std::vector<std::string>& held) {
       auto& member = self->state.pick_for(q);
       return self->delegate(member, a, n, std::move(q), std::move(held));
-    },
-    [=](enqueue_atom a, std::vector<storage::new_message>& b) {
-      return self->delegate(self->state.pick(), a, std::move(b));
     },
     [=](enqueue_atom a, std::vector<message>& b, std::vector<enqueue_options>& o) {
       return self->delegate(self->state.pick(), a, std::move(b), std::move(o));
@@ -269,3 +253,15 @@ storage_actor spawn_storage_router(caf::actor_system& sys, storage_settings sett
 }
 
 } // namespace troupe::actors
+
+namespace troupe {
+
+storage_pool_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn,
+                                      const area& where, int connections) {
+  validate_dsn(dsn);
+  actors::storage_settings s{dsn, storage::make_statement_set(where), "troupe-producer",
+                             defaults::reconnect_backoff_max};
+  return actors::spawn_storage_router(sys, std::move(s), connections);
+}
+
+} // namespace troupe

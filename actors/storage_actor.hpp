@@ -2,8 +2,8 @@
 // that spreads requests over a supervised pool of them.
 #pragma once
 
+#include "actors/protocol.hpp"
 #include "storage/statements.hpp"
-#include "troupe/protocol.hpp"
 
 #include <chrono>
 #include <string>

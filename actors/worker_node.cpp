@@ -1,7 +1,7 @@
 // The standalone worker node: its own actor system, signals, and the graceful stop.
 #include "troupe/worker_node.hpp"
 
-#include "troupe/caf.hpp"
+#include "actors/protocol.hpp"
 #include "troupe/log.hpp"
 
 #include <atomic>
@@ -15,6 +15,18 @@ struct worker_node::impl {
   node_options options;
   std::shared_ptr<const task_registry> tasks;
   std::atomic<bool> stop_requested{false};
+  std::promise<node_info> ready_promise;
+  std::shared_future<node_info> ready = ready_promise.get_future().share();
+  std::atomic<bool> ready_set{false};
+
+  void set_ready(node_info info) {
+    if (!ready_set.exchange(true))
+      ready_promise.set_value(std::move(info));
+  }
+  void set_failed(const std::string& why) {
+    if (!ready_set.exchange(true))
+      ready_promise.set_exception(std::make_exception_ptr(error(errc::shutting_down, why)));
+  }
 };
 
 worker_node::worker_node(node_options options, task_registry tasks)
@@ -24,10 +36,16 @@ worker_node::worker_node(node_options options, task_registry tasks)
   impl_->tasks = std::make_shared<const task_registry>(std::move(tasks));
 }
 
-worker_node::~worker_node() = default;
+worker_node::~worker_node() {
+  impl_->set_failed("the worker node was destroyed before it was ready");
+}
 
 void worker_node::request_stop() {
   impl_->stop_requested = true;
+}
+
+std::shared_future<node_info> worker_node::ready() const {
+  return impl_->ready;
 }
 
 run_summary worker_node::run() {
@@ -52,6 +70,16 @@ run_summary worker_node::run() {
   caf::scoped_actor self{sys};
   auto node = spawn_worker_node(sys, impl_->options, impl_->tasks);
   self->monitor(node);
+  // Tells ready() once the node claims; a helper actor, so this thread keeps its loop.
+  auto* state = impl_.get();
+  sys.spawn([node, state](caf::event_based_actor* helper) {
+    helper->request(node, caf::infinite, ready_atom_v)
+      .then(
+        [=](const node_report& r) {
+          state->set_ready(node_info{r.node_id, r.name});
+        },
+        [=](caf::error& err) { state->set_failed("the node did not start: " + describe(err)); });
+  });
 
   bool node_down = false;
   timespec tick{0, 100'000'000}; // 100 ms: how often request_stop() is looked at
@@ -89,14 +117,11 @@ run_summary worker_node::run() {
           std::_Exit(1);
         });
   }
-  if (summary.abandoned > 0) {
-    // Their threads are still inside task code and cannot be joined; the actor system would
-    // wait for them forever. The node has deregistered, so live nodes recover the messages.
-    log().warn("{} task(s) abandoned after the shutdown grace; exiting without waiting for them",
+  impl_->set_failed("the node stopped before it was ready");
+  if (summary.abandoned > 0)
+    log().warn("{} task(s) abandoned and still running; their threads end when their task "
+               "returns or the process exits",
                summary.abandoned);
-    log().flush();
-    std::_Exit(summary.exit_code);
-  }
   return summary;
 }
 

@@ -33,7 +33,8 @@ std::int64_t steady_ns() {
 }
 
 std::string queue_table(const area& where) {
-  return quote_identifier(where.schema) + "." + quote_identifier(where.prefix + "queue");
+  return storage::quote_identifier(where.schema) + "." +
+         storage::quote_identifier(where.prefix + "queue");
 }
 
 bench_context::bench_context(bench_options options, std::string exe_path)
@@ -58,7 +59,7 @@ area bench_context::fresh_area(const std::string& scenario) {
   validate_area(where);
   auto conn = connect("troupe-bench");
   conn.exec("SET client_min_messages = warning");
-  conn.exec("DROP SCHEMA IF EXISTS " + quote_identifier(schema) + " CASCADE");
+  conn.exec("DROP SCHEMA IF EXISTS " + storage::quote_identifier(schema) + " CASCADE");
   auto stmts = storage::make_statement_set(where);
   storage::migrate(conn, *stmts);
   return where;
@@ -101,7 +102,8 @@ std::int64_t bench_context::with_node(const area& where, task_probe& probe,
   try {
     // Wait for the node's registration: it claims nothing before it.
     auto conn = connect("troupe-bench-watch");
-    auto nodes = quote_identifier(where.schema) + "." + quote_identifier(where.prefix + "nodes");
+    auto nodes = storage::quote_identifier(where.schema) + "." +
+                 storage::quote_identifier(where.prefix + "nodes");
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (conn.exec("SELECT count(*) FROM " + nodes).int64(0, 0) == 0) {
       if (std::chrono::steady_clock::now() > deadline)

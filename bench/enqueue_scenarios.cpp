@@ -133,7 +133,7 @@ scenario_result run_enqueue_tx(bench_context& ctx) {
   auto where = ctx.fresh_area(r.scenario);
   auto n = ctx.tasks_or(5'000, 1'000);
   auto conn = ctx.connect("troupe-bench-app");
-  auto orders = quote_identifier(where.schema) + ".orders";
+  auto orders = storage::quote_identifier(where.schema) + ".orders";
   conn.exec("CREATE TABLE " + orders +
             " (id bigserial PRIMARY KEY, customer text NOT NULL, amount numeric(12, 2) NOT NULL,"
             " created_at timestamptz NOT NULL DEFAULT now())");

@@ -5,6 +5,7 @@
 #include "report.hpp"
 
 #include "storage/connection.hpp"
+#include "storage/naming.hpp"
 
 #include <troupe/area.hpp>
 #include <troupe/message.hpp>

@@ -85,7 +85,8 @@ private:
 };
 
 void wait_registered(storage::connection& conn, const area& where) {
-  auto nodes = quote_identifier(where.schema) + "." + quote_identifier(where.prefix + "nodes");
+  auto nodes = storage::quote_identifier(where.schema) + "." +
+               storage::quote_identifier(where.prefix + "nodes");
   auto deadline = clock_type::now() + std::chrono::seconds(30);
   while (conn.exec("SELECT count(*) FROM " + nodes).int64(0, 0) == 0) {
     if (clock_type::now() > deadline)
@@ -119,8 +120,8 @@ scenario_result run_memory(bench_context& ctx) {
       throw error(errc::bug, "the idle node process ended early");
     idle = *rss;
   }
-  conn.exec("DELETE FROM " + quote_identifier(where.schema) + "." +
-            quote_identifier(where.prefix + "nodes"));
+  conn.exec("DELETE FROM " + storage::quote_identifier(where.schema) + "." +
+            storage::quote_identifier(where.prefix + "nodes"));
 
   std::fprintf(stderr, "  memory: inserting a backlog of %lld messages in SQL\n",
                static_cast<long long>(backlog));

@@ -1,10 +1,8 @@
 #include "cli/command_line.hpp"
 
-#include "storage/connection.hpp"
-#include "storage/migrations.hpp"
+#include "troupe/admin.hpp"
+#include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
-
-#include <libpq-fe.h>
 
 #include <charconv>
 #include <cstddef>
@@ -42,7 +40,7 @@ bool is_global_option(std::string_view name) {
 /// Text typed by the user, safe to echo in an error: a DSN typed in the wrong place shows no
 /// password.
 std::string echo(std::string_view typed) {
-  return storage::redact_secrets(typed);
+  return redact_secrets(typed);
 }
 
 /// Walks the arguments left to right; owns no data beyond the caller's vector.
@@ -91,10 +89,10 @@ int parse_version(std::string_view text, std::string_view option) {
   if (!digits_only || ec != std::errc{} || end != text.data() + text.size())
     throw usage_error("option " + std::string(option) + " needs a non-negative integer, got \"" +
                       echo(text) + "\"");
-  if (value > storage::latest_migration())
+  if (value > admin::latest_version())
     throw usage_error("option " + std::string(option) + " is " + std::string(text) +
                       ", above this troupe's latest migration " +
-                      std::to_string(storage::latest_migration()));
+                      std::to_string(admin::latest_version()));
   return value;
 }
 
@@ -109,33 +107,10 @@ void validate(Validate&& check) {
   }
 }
 
-/// Whether libpq reads `dsn` as a connection string (key=value or URI) rather than as a bare
-/// database name: the rule of PQconnectdbParams' expand_dbname.
-bool is_connection_string(std::string_view dsn) {
-  return dsn.starts_with("postgresql://") || dsn.starts_with("postgres://") ||
-         dsn.find('=') != std::string_view::npos;
-}
-
-/// Refuses a malformed connection string before connecting. libpq's parse errors quote pieces
-/// of the string (`missing "=" after "cret"`, `invalid percent-encoded token: "s3cr%zz"`) that
-/// can be part of a password, so the explanation is withheld when the string holds one.
+/// Refuses a malformed connection string before connecting, by the rule every part of Troupe
+/// uses (troupe::validate_dsn, which never quotes a password).
 void check_dsn_syntax(const std::string& dsn) {
-  if (!is_connection_string(dsn))
-    return;
-  char* err = nullptr;
-  if (PQconninfoOption* parsed = PQconninfoParse(dsn.c_str(), &err)) {
-    PQconninfoFree(parsed);
-    return;
-  }
-  std::string detail = err ? err : "out of memory";
-  if (err)
-    PQfreemem(err);
-  while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' '))
-    detail.pop_back();
-  if (storage::redact_secrets(dsn) != dsn)
-    throw usage_error("the connection string is malformed (libpq's explanation is withheld "
-                      "because it can quote part of the password)");
-  throw usage_error("the connection string is malformed: " + detail);
+  validate([&] { validate_dsn(dsn); });
 }
 
 /// `init`, `upgrade`: only --json.
@@ -230,6 +205,11 @@ command_line parse_command_line(const std::vector<std::string_view>& args, const
       cl.what = verb::help;
       return cl;
     }
+    if (opt.name == "--version") {
+      reject_value(opt);
+      cl.what = verb::version;
+      return cl;
+    }
     if (opt.name == "--dsn")
       dsn = std::string(cur.value_of(opt));
     else if (opt.name == "--schema")
@@ -246,6 +226,8 @@ command_line parse_command_line(const std::vector<std::string_view>& args, const
   auto verb_name = cur.next();
   if (verb_name == "help") {
     cl.what = verb::help;
+  } else if (verb_name == "version") {
+    cl.what = verb::version;
   } else if (verb_name == "init" || verb_name == "upgrade") {
     cl.what = verb_name == "init" ? verb::init : verb::upgrade;
     parse_migrate_options(cur, cl, verb_name);
@@ -258,7 +240,7 @@ command_line parse_command_line(const std::vector<std::string_view>& args, const
     throw usage_error("unknown verb " + echo(verb_name));
   }
   // Before any connection, but after the verb: `troupe --schema X help` still helps.
-  if (cl.what != verb::help)
+  if (cl.what != verb::help && cl.what != verb::version)
     validate([&] { validate_area(cl.where); });
   if (cl.what == verb::init || cl.what == verb::upgrade || cl.what == verb::stats)
     check_dsn_syntax(cl.dsn);

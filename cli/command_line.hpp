@@ -22,6 +22,7 @@ public:
 /// What the user asked for.
 enum class verb {
   help,        ///< print the usage text
+  version,     ///< print Troupe's version
   init,        ///< create the area (apply every migration)
   upgrade,     ///< apply the migrations an initialized area lacks
   sql_init,    ///< print the SQL that creates the area

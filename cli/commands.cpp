@@ -1,15 +1,8 @@
 #include "cli/commands.hpp"
 
 #include "cli/output.hpp"
-#include "storage/connection.hpp"
-#include "storage/migrations.hpp"
-#include "storage/queries.hpp"
-#include "storage/statements.hpp"
-#include "troupe/error.hpp"
+#include "troupe/admin.hpp"
 
-#include <libpq-fe.h>
-
-#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -17,47 +10,17 @@ namespace troupe::cli {
 
 namespace {
 
-/// How the CLI's sessions show up in pg_stat_activity.
-constexpr std::string_view application_name = "troupe-cli";
-
-/// Drops the server's NOTICEs ("schema already exists, skipping": every idempotent migration
-/// step says one) and passes WARNINGs on to stderr; libpq would print both.
-void receive_notice(void*, const PGresult* res) {
-  const char* severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
-  if (severity == nullptr || std::strcmp(severity, "WARNING") != 0)
-    return;
-  const char* text = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-  std::cerr << "troupe: warning from PostgreSQL: " << (text ? text : "") << '\n';
-}
-
-storage::connection connect(const command_line& cl) {
-  auto conn = storage::connection::open(cl.dsn, application_name);
-  PQsetNoticeReceiver(conn.native(), receive_notice, nullptr);
-  return conn;
-}
-
-[[noreturn]] void throw_not_initialized(const area& a) {
-  throw troupe::error(errc::not_found,
-                      describe_area_short(a) + " is not initialized; run troupe init");
-}
-
-/// What one migrate call did: the version before, after, and the migrations applied.
-struct migration_report {
-  int before = 0;
-  int after = 0;
-  std::vector<int> applied;
-};
-
-migration_report migrate_area(const command_line& cl, bool require_initialized) {
-  auto stmts = storage::make_statement_set(cl.where);
-  auto conn = connect(cl);
-  migration_report report;
-  report.before = storage::current_version(conn, *stmts);
-  if (require_initialized && report.before == 0)
-    throw_not_initialized(cl.where);
-  report.applied = storage::migrate(conn, *stmts);
-  report.after = storage::current_version(conn, *stmts);
-  return report;
+/// The admin API on the command line's area. Server warnings go to stderr; notices (every
+/// idempotent migration step says one, "schema already exists, skipping") are dropped.
+admin open_admin(const command_line& cl) {
+  admin_options o;
+  o.dsn = cl.dsn;
+  o.area = cl.where;
+  o.application_name = "troupe-cli";
+  o.on_warning = [](const std::string& text) {
+    std::cerr << "troupe: warning from PostgreSQL: " << text << '\n';
+  };
+  return admin(std::move(o));
 }
 
 std::string already_at(const area& a, int version) {
@@ -72,38 +35,33 @@ std::string upgraded(const area& a, int from, int to) {
 } // namespace
 
 void run_init(const command_line& cl, std::ostream& out) {
-  auto r = migrate_area(cl, false);
+  auto r = open_admin(cl).init();
   if (cl.json)
-    out << format_migration_json(cl.where, std::nullopt, r.after, r.applied);
+    out << format_migration_json(cl.where, std::nullopt, r.to_version, r.applied);
   else if (r.applied.empty())
-    out << already_at(cl.where, r.after);
-  else if (r.before == 0)
-    out << "initialized " << describe_area(cl.where) << " at version " << r.after << "\n";
+    out << already_at(cl.where, r.to_version);
+  else if (r.from_version == 0)
+    out << "initialized " << describe_area(cl.where) << " at version " << r.to_version << "\n";
   else
-    out << upgraded(cl.where, r.before, r.after);
+    out << upgraded(cl.where, r.from_version, r.to_version);
 }
 
 void run_upgrade(const command_line& cl, std::ostream& out) {
-  auto r = migrate_area(cl, true);
+  auto r = open_admin(cl).upgrade();
   if (cl.json)
-    out << format_migration_json(cl.where, r.before, r.after, r.applied);
+    out << format_migration_json(cl.where, r.from_version, r.to_version, r.applied);
   else if (r.applied.empty())
-    out << already_at(cl.where, r.after);
+    out << already_at(cl.where, r.to_version);
   else
-    out << upgraded(cl.where, r.before, r.after);
+    out << upgraded(cl.where, r.from_version, r.to_version);
 }
 
 void run_sql(const command_line& cl, std::ostream& out) {
-  out << storage::migration_script(cl.where, cl.what == verb::sql_upgrade ? cl.from_version : 0);
+  out << admin::migration_sql(cl.where, cl.what == verb::sql_upgrade ? cl.from_version : 0);
 }
 
 void run_stats(const command_line& cl, std::ostream& out) {
-  auto stmts = storage::make_statement_set(cl.where);
-  auto conn = connect(cl);
-  if (storage::current_version(conn, *stmts) == 0)
-    throw_not_initialized(cl.where);
-  const std::string* only_queue = cl.queue ? &*cl.queue : nullptr;
-  auto stats = storage::queue_statistics(conn, *stmts, only_queue);
+  auto stats = open_admin(cl).stats(cl.queue);
   out << (cl.json ? format_stats_json(stats) : format_stats_text(stats));
 }
 

@@ -1,8 +1,9 @@
-// `troupe`: create, upgrade and inspect a Troupe area from the shell. Plain C++ over the storage
-// layer (no CAF). Exit status: 0 success, 1 runtime or database error, 2 usage error.
+// `troupe`: create, upgrade and inspect a Troupe area from the shell. Plain C++ over the admin
+// API (no CAF). Exit status: 0 success, 1 runtime or database error, 2 usage error.
 
 #include "cli/command_line.hpp"
 #include "cli/commands.hpp"
+#include "troupe/version.hpp"
 
 #include <cstdlib>
 #include <exception>
@@ -29,6 +30,7 @@ Verbs:
   stats [--json] [--queue Q]  per-queue message counts by state, ready, scheduled and
                               the age of the oldest ready message
   help                        print this help
+  version                     print Troupe's version
 
 Global options (before the verb):
   --dsn DSN      libpq connection string or URI (default: $TROUPE_DSN, else
@@ -36,6 +38,7 @@ Global options (before the verb):
   --schema NAME  schema of the area (default: troupe)
   --prefix P     table name prefix of the area (default: empty)
   -h, --help     print this help
+  --version      print Troupe's version
 
 Options take their value as "--opt VALUE" or "--opt=VALUE".
 Exit status: 0 success, 1 runtime or database error, 2 usage error.
@@ -53,6 +56,9 @@ int run(const troupe::cli::command_line& cl) {
   switch (cl.what) {
   case verb::help:
     std::cout << usage_text;
+    break;
+  case verb::version:
+    std::cout << "troupe " << troupe::version_string << '\n';
     break;
   case verb::init:
     troupe::cli::run_init(cl, std::cout);

@@ -16,7 +16,7 @@ struct state_count {
   std::int64_t count;
 };
 
-std::vector<state_count> counts_of(const storage::queue_stats& s) {
+std::vector<state_count> counts_of(const queue_stats& s) {
   return {{"queued", s.queued},
           {"running", s.running},
           {"done", s.done},
@@ -46,7 +46,7 @@ std::string format_seconds(double seconds) {
   return std::string(buf, end);
 }
 
-std::string format_stats_text(const std::vector<storage::queue_stats>& stats) {
+std::string format_stats_text(const std::vector<queue_stats>& stats) {
   if (stats.empty())
     return "no queues with messages\n";
   std::string out;
@@ -63,7 +63,7 @@ std::string format_stats_text(const std::vector<storage::queue_stats>& stats) {
   return out;
 }
 
-std::string format_stats_json(const std::vector<storage::queue_stats>& stats) {
+std::string format_stats_json(const std::vector<queue_stats>& stats) {
   std::string out = R"({"queues":[)";
   for (std::size_t i = 0; i < stats.size(); ++i) {
     const auto& s = stats[i];

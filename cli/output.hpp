@@ -2,7 +2,7 @@
 // of plain values (no connection), so their format can be tested on its own.
 #pragma once
 
-#include "storage/records.hpp"
+#include "troupe/admin_records.hpp"
 #include "troupe/area.hpp"
 
 #include <optional>
@@ -23,11 +23,11 @@ std::string format_seconds(double seconds);
 
 /// One block per queue: `queue NAME`, then `  state: count` lines, blocks separated by an empty
 /// line; `no queues with messages` when `stats` is empty.
-std::string format_stats_text(const std::vector<storage::queue_stats>& stats);
+std::string format_stats_text(const std::vector<queue_stats>& stats);
 
 /// `{"queues":[{"queue":..,"counts":{..},"ready":..,"scheduled":..,"oldest_ready_seconds":..}]}`
 /// on one line.
-std::string format_stats_json(const std::vector<storage::queue_stats>& stats);
+std::string format_stats_json(const std::vector<queue_stats>& stats);
 
 /// `{"schema":..,"prefix":..,["from":A,]"version":B,"applied":[..]}` on one line; `from` only
 /// when given (upgrade).

@@ -1,7 +1,10 @@
 # Turns storage/sql/*.sql (statements under "-- name: x" headers) and storage/migrations/*.sql
 # (one numbered migration per file) into a C++ source file with the text as raw literals.
-# Invoked at build time: cmake -DSQL_DIR=... -DMIGRATIONS_DIR=... -DOUTPUT=... -P embed_sql.cmake
-# The files are handled as whole strings (never as CMake lists) so ';' and '[' are safe.
+# Invoked at build time:
+#   cmake -DSQL_DIR=... -DMIGRATIONS_DIR=... -DOUTPUT=x.cpp -DOUTPUT_HEADER=y.hpp -P embed_sql.cmake
+# The header names every statement as a constant (storage::sql::claim_batch), so a misspelt
+# name fails the build. The files are handled as whole strings (never as CMake lists) so ';'
+# and '[' are safe.
 file(GLOB sql_files "${SQL_DIR}/*.sql")
 list(SORT sql_files)
 file(GLOB migration_files "${MIGRATIONS_DIR}/*.sql")
@@ -9,6 +12,10 @@ list(SORT migration_files)
 set(out "// Generated from storage/sql and storage/migrations by cmake/embed_sql.cmake. Do not edit.\n")
 string(APPEND out "#include \"storage/embedded_sql.hpp\"\n\nnamespace troupe::storage::embedded {\n\n")
 string(APPEND out "const std::vector<statement_text>& statements() {\n  static const std::vector<statement_text> all{\n")
+set(ids "")
+set(constants "")
+set(count 0)
+set(seen_names "")
 set(marker "-- name: ")
 string(LENGTH "${marker}" marker_len)
 foreach(f IN LISTS sql_files)
@@ -24,6 +31,13 @@ foreach(f IN LISTS sql_files)
     if(NOT name MATCHES "^[a-z0-9_]+$")
       message(FATAL_ERROR "${fname}: bad statement name '${name}'")
     endif()
+    if(";${seen_names};" MATCHES ";${name};")
+      message(FATAL_ERROR "${fname}: statement name '${name}' is used twice")
+    endif()
+    list(APPEND seen_names "${name}")
+    string(APPEND ids "  ${name},\n")
+    string(APPEND constants "inline constexpr statement_id ${name} = statement_id::${name};\n")
+    math(EXPR count "${count} + 1")
     math(EXPR eol "${eol} + 1")
     string(SUBSTRING "${text}" ${eol} -1 text)
     string(FIND "${text}" "${marker}" pos)
@@ -52,3 +66,14 @@ string(APPEND out "  };\n  return all;\n}\n\n} // namespace troupe::storage::emb
 file(WRITE "${OUTPUT}.tmp" "${out}")
 file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)
 file(REMOVE "${OUTPUT}.tmp")
+
+set(header "// Generated from storage/sql by cmake/embed_sql.cmake. Do not edit.\n")
+string(APPEND header "// Every named statement of storage/sql/*.sql, in the order embedded::statements() holds\n")
+string(APPEND header "// them: a misspelt statement name fails the build, not a run.\n#pragma once\n\n")
+string(APPEND header "#include <cstddef>\n\nnamespace troupe::storage {\n\n")
+string(APPEND header "enum class statement_id : unsigned short {\n${ids}};\n\n")
+string(APPEND header "inline constexpr std::size_t statement_count = ${count};\n\n")
+string(APPEND header "namespace sql {\n${constants}} // namespace sql\n\n} // namespace troupe::storage\n")
+file(WRITE "${OUTPUT_HEADER}.tmp" "${header}")
+file(COPY_FILE "${OUTPUT_HEADER}.tmp" "${OUTPUT_HEADER}" ONLY_IF_DIFFERENT)
+file(REMOVE "${OUTPUT_HEADER}.tmp")

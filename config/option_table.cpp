@@ -1,7 +1,7 @@
 #include "config/option_table.hpp"
 
-#include "storage/connection.hpp"
 #include "troupe/area.hpp"
+#include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
 
 #include <caf/config_value.hpp>
@@ -325,7 +325,7 @@ std::string without_password(const std::string& text) {
   // libpq takes a password as `password=...` or inside a URI.
   auto may_hold_one =
     text.find("password") != std::string::npos || text.find("://") != std::string::npos;
-  return may_hold_one ? storage::redact_secrets(text) : text;
+  return may_hold_one ? redact_secrets(text) : text;
 }
 
 settings read_settings(const caf::settings& tree,

@@ -4,7 +4,7 @@
 // it.
 #pragma once
 
-#include "config/settings.hpp"
+#include "troupe/config.hpp"
 
 #include <caf/settings.hpp>
 
@@ -56,7 +56,7 @@ std::string_view expected_text(value_kind kind);
 /// Runs `check` and puts `key` in front of the text of the troupe::error it throws.
 void with_key(std::string_view key, const std::function<void()>& check);
 
-/// `text` as given, or through storage::redact_dsn when it could hold a DSN password.
+/// `text` as given, or through redact_dsn when it could hold a DSN password.
 std::string without_password(const std::string& text);
 
 /// Reads the merged tree of all sources into settings and validates them. Top-level keys for

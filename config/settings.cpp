@@ -3,11 +3,11 @@
 // wrong type for declared options. So the INI is parsed with no declared options at all (every
 // value survives as written), the command line is parsed against declared Troupe flags, the
 // three sources are merged into one caf::settings tree, and that tree is walked key by key.
-#include "config/settings.hpp"
+#include "troupe/config.hpp"
 
 #include "config/option_table.hpp"
-#include "storage/connection.hpp"
 #include "troupe/area.hpp"
+#include "troupe/dsn.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/config_option_adder.hpp>
@@ -167,7 +167,7 @@ caf::settings flag_parser::dump_content() const {
       result[name] = value;
   if (auto db = caf::get_if<caf::settings>(&result["database"]))
     if (auto dsn = caf::get_if<std::string>(db, "dsn"))
-      (*db)["dsn"] = storage::redact_dsn(*dsn);
+      (*db)["dsn"] = redact_dsn(*dsn);
   return result;
 }
 

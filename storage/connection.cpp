@@ -1,12 +1,16 @@
 #include "storage/connection.hpp"
 
-#include "troupe/area.hpp"
+#include "storage/naming.hpp"
+#include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
 
 #include <fmt/format.h>
 #include <libpq-fe.h>
 
+#include <poll.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 
@@ -53,6 +57,13 @@ std::string trim(std::string s) {
 
 void result::deleter::operator()(pg_result* r) const noexcept {
   PQclear(raw(r));
+}
+
+bool result::ok() const noexcept {
+  if (!res_)
+    return false;
+  auto status = PQresultStatus(raw(res_.get()));
+  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
 }
 
 int result::rows() const noexcept {
@@ -157,115 +168,44 @@ std::vector<std::string> parse_array_literal(std::string_view text) {
   return out;
 }
 
-std::string redact_dsn(std::string_view dsn) {
-  // Rebuilt from libpq's own parse, so every spelling libpq accepts (quoted values, escapes,
-  // URIs, percent-encoding) loses its password; a DSN libpq cannot parse is not echoed at all.
-  std::string text(dsn);
-  if (text.empty())
-    return text;
-  char* err = nullptr;
-  PQconninfoOption* opts = PQconninfoParse(text.c_str(), &err);
-  if (opts == nullptr) {
-    PQfreemem(err);
-    return "<unparsable connection string>";
-  }
-  std::string out;
-  for (auto* o = opts; o->keyword != nullptr; ++o) {
-    if (o->val == nullptr)
-      continue;
-    if (!out.empty())
-      out.push_back(' ');
-    out += o->keyword;
-    out.push_back('=');
-    out += std::string_view(o->keyword) == "password" ? std::string("***") : std::string(o->val);
-  }
-  PQconninfoFree(opts);
-  return out.empty() ? "<libpq defaults>" : out;
-}
-
-std::string redact_secrets(std::string_view text) {
-  std::string s(text);
-  // URI form: scheme://user:password@host
-  if (auto scheme = s.find("://"); scheme != std::string::npos) {
-    auto at = s.find('@', scheme + 3);
-    auto colon = s.find(':', scheme + 3);
-    if (at != std::string::npos && colon != std::string::npos && colon < at)
-      s.replace(colon + 1, at - colon - 1, "***");
-    if (auto q = s.find("password=", scheme); q != std::string::npos) {
-      auto end = s.find('&', q);
-      s.replace(q + 9, (end == std::string::npos ? s.size() : end) - q - 9, "***");
-    }
-    return s;
-  }
-  // key=value form: password=secret or password='sec ret'
-  for (std::size_t pos = s.find("password"); pos != std::string::npos;
-       pos = s.find("password", pos + 1)) {
-    auto eq = s.find_first_not_of(' ', pos + 8);
-    if (eq == std::string::npos || s[eq] != '=')
-      continue;
-    auto start = s.find_first_not_of(' ', eq + 1);
-    if (start == std::string::npos)
-      break;
-    std::size_t end = start;
-    if (s[start] == '\'') {
-      end = start + 1;
-      while (end < s.size() && s[end] != '\'') {
-        if (s[end] == '\\')
-          ++end;
-        ++end;
-      }
-      end = std::min(end + 1, s.size());
-    } else {
-      end = s.find(' ', start);
-      if (end == std::string::npos)
-        end = s.size();
-    }
-    s.replace(start, end - start, "***");
-  }
-  return s;
-}
-
 namespace {
 
-// Refuses a DSN libpq cannot parse, before connecting. libpq's explanation quotes fragments of
-// the DSN, so it is only passed on when the DSN cannot hold a password.
-void check_parsable(const std::string& dsn) {
-  char* err = nullptr;
-  PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
-  if (opts != nullptr) {
-    PQconninfoFree(opts);
-    return;
-  }
-  std::string detail = err ? trim(err) : std::string();
-  PQfreemem(err);
-  bool may_hold_secret =
-    dsn.find("password") != std::string::npos || dsn.find('@') != std::string::npos;
-  throw error(errc::invalid_argument,
-              "invalid PostgreSQL connection string" +
-                (may_hold_secret || detail.empty() ? std::string() : ": " + detail));
-}
-
-// Server notices (e.g. "already exists, skipping") go to the log at debug level, not stderr.
-void forward_notice(void*, const char* message) {
-  std::string text(message);
-  while (!text.empty() && text.back() == '\n')
-    text.pop_back();
-  log().debug("postgres: {}", text);
+// Strips the trailing newline libpq leaves on messages.
+std::string message_text(const char* text) {
+  return trim(text ? std::string(text) : std::string());
 }
 
 } // namespace
+
+// Where a connection's server notices go: warnings to a receiver when one is set, the rest
+// (e.g. "already exists, skipping") to the log at debug level, never to stderr.
+struct connection::notices {
+  std::function<void(std::string_view)> warning;
+
+  static void receive(void* self, const PGresult* res) {
+    auto* n = static_cast<notices*>(self);
+    const char* severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    if (n->warning && severity != nullptr && std::string_view(severity) == "WARNING") {
+      n->warning(message_text(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)));
+      return;
+    }
+    log().debug("postgres: {}", message_text(PQresultErrorMessage(res)));
+  }
+};
 
 void connection::deleter::operator()(pg_conn* c) const noexcept {
   PQfinish(raw(c));
 }
 
-connection::connection(pg_conn* conn) : conn_(conn) {}
+connection::connection(pg_conn* conn) : notices_(std::make_unique<notices>()), conn_(conn) {
+  PQsetNoticeReceiver(raw(conn_.get()), &notices::receive, notices_.get());
+}
 connection::connection(connection&&) noexcept = default;
 connection& connection::operator=(connection&&) noexcept = default;
 connection::~connection() = default;
 
 connection connection::open(const std::string& dsn, std::string_view application_name) {
-  check_parsable(dsn);
+  validate_dsn(dsn);
   // Defaults first, the DSN after them, so whatever the DSN sets wins. The timeouts and
   // keepalives make a dead server or a half-open connection an error within seconds instead of
   // a call that blocks its actor (and a shutdown) for minutes.
@@ -282,7 +222,6 @@ connection connection::open(const std::string& dsn, std::string_view application
     throw error(errc::connection_lost,
                 fmt::format("cannot connect to PostgreSQL ({}): {}", redact_dsn(dsn), msg));
   }
-  PQsetNoticeProcessor(c, forward_notice, nullptr);
   connection out(c);
   // Custom plans always: a generic plan built while a table is empty can stay on a bad join.
   out.exec("SET plan_cache_mode = force_custom_plan", "session_setup");
@@ -291,6 +230,14 @@ connection connection::open(const std::string& dsn, std::string_view application
 
 bool connection::ok() const noexcept {
   return conn_ && PQstatus(raw(conn_.get())) == CONNECTION_OK;
+}
+
+int connection::server_version() const noexcept {
+  return PQserverVersion(raw(conn_.get()));
+}
+
+void connection::on_warning(std::function<void(std::string_view)> receiver) {
+  notices_->warning = std::move(receiver);
 }
 
 int connection::backend_pid() const noexcept {
@@ -489,6 +436,158 @@ result connection::run(const statement& st, const params& values) {
                PQexecPrepared(raw(conn_.get()), st.name.c_str(), static_cast<int>(values.size()),
                               pa.values.data(), nullptr, nullptr, 0),
                st.name);
+}
+
+} // namespace troupe::storage
+
+namespace troupe::storage {
+
+void connection::begin(std::string_view label) {
+  exec("BEGIN", label);
+}
+
+void connection::commit(std::string_view label) {
+  exec("COMMIT", label);
+}
+
+void connection::rollback_quietly() noexcept {
+  if (ok())
+    PQclear(PQexec(raw(conn_.get()), "ROLLBACK"));
+}
+
+void connection::listen(std::string_view channel) {
+  exec("LISTEN " + quote_identifier(channel), "listen");
+}
+
+std::vector<notification> connection::wait_for_notifications(std::chrono::milliseconds timeout) {
+  auto* c = raw(conn_.get());
+  std::vector<notification> out;
+  auto collect = [&] {
+    while (PGnotify* n = PQnotifies(c)) {
+      out.push_back(
+        notification{n->relname ? n->relname : "", n->extra ? n->extra : "", n->be_pid});
+      PQfreemem(n);
+    }
+  };
+  if (!ok())
+    throw_error(conn_.get(), nullptr, "wait for notifications");
+  collect(); // what an earlier statement's results brought along
+  if (!out.empty())
+    return out;
+  pollfd pfd{PQsocket(c), POLLIN, 0};
+  int ready = ::poll(&pfd, 1, static_cast<int>(std::max<std::int64_t>(0, timeout.count())));
+  if (ready > 0 || timeout.count() <= 0) {
+    // PQconsumeInput reads what arrived; a lost connection shows as a failure here or as a bad
+    // status once the server's FATAL has been read.
+    if (PQconsumeInput(c) == 0 || PQstatus(c) != CONNECTION_OK)
+      throw error(errc::connection_lost, "lost the connection while waiting for notifications: " +
+                                           message_text(PQerrorMessage(c)));
+    collect();
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- a caller's connection
+
+namespace {
+
+constexpr const char* savepoint_sql = "SAVEPOINT troupe_publish";
+constexpr const char* release_sql = "RELEASE SAVEPOINT troupe_publish";
+constexpr const char* rollback_sql = "ROLLBACK TO SAVEPOINT troupe_publish";
+
+bool run_quietly(PGconn* c, const char* sql) noexcept {
+  PGresult* r = PQexec(c, sql);
+  bool good = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  return good;
+}
+
+} // namespace
+
+bool borrowed_connection::in_transaction() const noexcept {
+  return conn_ != nullptr && PQtransactionStatus(conn_) == PQTRANS_INTRANS;
+}
+
+bool borrowed_connection::nonblocking() const noexcept {
+  return conn_ != nullptr && PQisnonblocking(conn_) == 1;
+}
+
+bool borrowed_connection::busy() const noexcept {
+  return conn_ != nullptr && PQisBusy(conn_) != 0;
+}
+
+result borrowed_connection::run(const statement& st, const params& values) {
+  param_arrays pa(values);
+  return check(conn_,
+               PQexecParams(conn_, st.text.c_str(), static_cast<int>(values.size()), nullptr,
+                            pa.values.data(), nullptr, nullptr, 0),
+               st.name);
+}
+
+void borrowed_connection::savepoint() {
+  check(conn_, PQexec(conn_, savepoint_sql), "savepoint");
+}
+
+void borrowed_connection::release_savepoint() noexcept {
+  run_quietly(conn_, release_sql);
+}
+
+void borrowed_connection::rollback_to_savepoint() noexcept {
+  run_quietly(conn_, rollback_sql);
+}
+
+void borrowed_connection::send(const statement& st, const params& values) {
+  param_arrays pa(values);
+  if (PQsendQueryParams(conn_, st.text.c_str(), static_cast<int>(values.size()), nullptr,
+                        pa.values.data(), nullptr, nullptr, 0) == 0)
+    throw_error(conn_, nullptr, st.name);
+}
+
+void borrowed_connection::send(savepoint_step step) {
+  const char* sql = step == savepoint_step::begin     ? savepoint_sql
+                    : step == savepoint_step::release ? release_sql
+                                                      : rollback_sql;
+  if (PQsendQuery(conn_, sql) == 0)
+    throw_error(conn_, nullptr, "savepoint");
+}
+
+bool borrowed_connection::flush() {
+  int r = PQflush(conn_);
+  if (r < 0)
+    throw_error(conn_, nullptr, "asynchronous publish");
+  return r == 0;
+}
+
+void borrowed_connection::consume_input() {
+  if (PQconsumeInput(conn_) == 0)
+    throw_error(conn_, nullptr, "asynchronous publish");
+}
+
+bool borrowed_connection::result_ready() const noexcept {
+  return PQisBusy(conn_) == 0;
+}
+
+std::optional<result> borrowed_connection::next_result() {
+  PGresult* r = PQgetResult(conn_);
+  if (r == nullptr)
+    return std::nullopt;
+  return result(wrap(r));
+}
+
+void borrowed_connection::raise(const result& res, std::string_view label) const {
+  throw_error(conn_, res.native(), label);
+}
+
+int borrowed_connection::socket() const noexcept {
+  return PQsocket(conn_);
+}
+
+void borrowed_connection::cancel() noexcept {
+  if (PGcancel* c = PQgetCancel(conn_)) {
+    char err[256];
+    PQcancel(c, err, sizeof err);
+    PQfreeCancel(c);
+  }
 }
 
 } // namespace troupe::storage

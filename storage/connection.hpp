@@ -1,11 +1,15 @@
-// One PostgreSQL connection (RAII over PGconn) with statements prepared lazily by name, and the
-// mapping of libpq failures onto Troupe's error taxonomy. Not thread-safe: one owner at a time
-// (a storage actor, a listener, or a client behind its mutex).
+// One PostgreSQL connection (RAII over PGconn) with statements prepared lazily by name, LISTEN
+// and the wait for notifications, and the mapping of libpq failures onto Troupe's error
+// taxonomy. Not thread-safe: one owner at a time (a storage actor, a listener, a result
+// waiter, or a client behind its mutex). Storage is the only code that calls libpq; everything
+// else goes through this class, borrowed_connection or the typed calls of queries.hpp.
 #pragma once
 
 #include "storage/statements.hpp"
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +28,8 @@ public:
   result() = default;
   explicit result(pg_result* res) : res_(res) {}
 
+  /// Whether the statement succeeded (a result with or without rows).
+  bool ok() const noexcept;
   int rows() const noexcept;
   bool is_null(int row, int col) const noexcept;
   std::string_view text(int row, int col) const noexcept;
@@ -37,6 +43,9 @@ private:
     void operator()(pg_result* r) const noexcept;
   };
   std::unique_ptr<pg_result, deleter> res_;
+  friend class connection;
+  friend class borrowed_connection;
+  pg_result* native() const noexcept { return res_.get(); }
 };
 
 /// Text parameters for a statement; std::nullopt binds SQL NULL.
@@ -49,18 +58,20 @@ std::string array_literal(const std::vector<std::optional<std::string>>& items);
 /// Parses a one-dimensional text array literal as PostgreSQL prints it.
 std::vector<std::string> parse_array_literal(std::string_view text);
 
-/// `dsn` as libpq parses it, with any password replaced by "***", for logs and errors; a DSN
-/// libpq cannot parse is not echoed.
-std::string redact_dsn(std::string_view dsn);
-/// Any text (an argument, a message) with what looks like a password in it replaced by "***":
-/// `password=...` (quoted or not) and the password of a `scheme://user:password@host` URI.
-std::string redact_secrets(std::string_view text);
+/// A notification received on a channel the connection LISTENs on.
+struct notification {
+  std::string channel;
+  std::string payload;
+  /// The backend process that sent it.
+  int sender_pid = 0;
+};
 
 /// An open connection. Statements run through run() are prepared on first use under their name.
 class connection {
 public:
-  /// Opens a connection; throws troupe::error: invalid_argument for a DSN libpq cannot parse,
-  /// connection_lost naming the (redacted) target when the server cannot be reached.
+  /// Opens a connection; throws troupe::error: invalid_argument for a DSN libpq cannot parse
+  /// (troupe::validate_dsn), connection_lost naming the (redacted) target when the server
+  /// cannot be reached. The server's notices go to the log at debug level.
   static connection open(const std::string& dsn, std::string_view application_name);
 
   connection(connection&&) noexcept;
@@ -95,17 +106,90 @@ public:
   /// `text` as an SQL string literal for this connection. Throws troupe::error.
   std::string literal(std::string_view text) const;
 
+  /// BEGIN and COMMIT (throw troupe::error), and a ROLLBACK that never throws: for the clean-up
+  /// after a failure, whose own error is the one to report. Does nothing on a broken
+  /// connection.
+  void begin(std::string_view label);
+  void commit(std::string_view label);
+  void rollback_quietly() noexcept;
+
+  /// LISTENs on `channel` (quoted here). Throws troupe::error.
+  void listen(std::string_view channel);
+  /// Waits up to `timeout` for notifications on the channels this connection LISTENs on and
+  /// returns those that arrived (none when the time ran out; a zero timeout only collects what
+  /// is already there). Throws troupe::error(connection_lost) when the connection broke.
+  std::vector<notification> wait_for_notifications(std::chrono::milliseconds timeout);
+
+  /// Server warnings (not notices, which go to the log at debug level) go to `receiver` from
+  /// now on, with their primary text.
+  void on_warning(std::function<void(std::string_view)> receiver);
+
+  /// The server's version as libpq reports it (150004 for 15.4).
+  int server_version() const noexcept;
   /// The backend's process id (for tests that terminate it).
   int backend_pid() const noexcept;
 
 private:
+  struct notices; // where the server's notices go; owned here, its address stable
   explicit connection(pg_conn* conn);
   void prepare(const statement& st);
   struct deleter {
     void operator()(pg_conn* c) const noexcept;
   };
+  std::unique_ptr<notices> notices_; // outlives conn_: PQfinish may still report a notice
   std::unique_ptr<pg_conn, deleter> conn_;
   std::unordered_map<std::string, std::string> prepared_; // name -> text prepared under it
+};
+
+/// A caller's own libpq connection, borrowed for one publish inside the caller's transaction
+/// (transactional and asynchronous publishing). Troupe never begins, commits, rolls back or
+/// closes it, and never prepares a statement on it: statements run unprepared, so none of
+/// Troupe's is left behind. The caller keeps ownership.
+class borrowed_connection {
+public:
+  explicit borrowed_connection(pg_conn* conn) noexcept : conn_(conn) {}
+
+  pg_conn* native() const noexcept { return conn_; }
+  /// Whether the connection is inside a transaction block (and not in a failed one).
+  bool in_transaction() const noexcept;
+  /// Whether the connection is in non-blocking mode (PQsetnonblocking).
+  bool nonblocking() const noexcept;
+  /// Whether results of a statement sent earlier are still to be read.
+  bool busy() const noexcept;
+
+  // Blocking: each runs one statement and throws troupe::error when it fails.
+
+  /// Runs `st` unprepared.
+  result run(const statement& st, const params& values);
+  /// SAVEPOINT, and its RELEASE and ROLLBACK TO (the last two never throw: they clean up).
+  void savepoint();
+  void release_savepoint() noexcept;
+  void rollback_to_savepoint() noexcept;
+
+  // Non-blocking: send one statement, flush it, then read its results as the socket allows.
+
+  /// What a savepoint step sends.
+  enum class savepoint_step { begin, release, rollback };
+  /// Queues `st` (unprepared) or a savepoint step. Throws troupe::error when libpq cannot.
+  void send(const statement& st, const params& values);
+  void send(savepoint_step step);
+  /// Writes what is queued; true once everything is sent. Throws when the connection broke.
+  bool flush();
+  /// Reads what the socket holds. Throws when the connection broke.
+  void consume_input();
+  /// Whether the next result can be read without blocking.
+  bool result_ready() const noexcept;
+  /// The next result of the statement sent last; none once its results are all read.
+  std::optional<result> next_result();
+  /// Throws the troupe::error `res` (a failed result) stands for; `label` names the statement.
+  [[noreturn]] void raise(const result& res, std::string_view label) const;
+  /// The socket to wait on.
+  int socket() const noexcept;
+  /// Asks the server to cancel the statement in flight (best effort, never throws).
+  void cancel() noexcept;
+
+private:
+  pg_conn* conn_;
 };
 
 /// Turns a failed result (or a broken connection) into troupe::error and throws it. `label`

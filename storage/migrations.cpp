@@ -1,6 +1,8 @@
 #include "storage/migrations.hpp"
 
 #include "storage/embedded_sql.hpp"
+#include "storage/naming.hpp"
+#include "storage/statements.hpp"
 #include "troupe/error.hpp"
 
 #include <fmt/format.h>
@@ -38,10 +40,10 @@ int latest_migration() {
 }
 
 int current_version(connection& conn, const statement_set& stmts) {
-  auto exists = conn.run(stmts.get("area_exists"), {versions_table_name(stmts.where())});
+  auto exists = conn.run(stmts.get(sql::area_exists), {versions_table_name(stmts.where())});
   if (exists.is_null(0, 0))
     return 0;
-  auto res = conn.run(stmts.get("applied_versions"), {});
+  auto res = conn.run(stmts.get(sql::applied_versions), {});
   return res.rows() == 0 ? 0 : static_cast<int>(res.int64(res.rows() - 1, 0));
 }
 
@@ -50,18 +52,18 @@ std::vector<int> migrate(connection& conn, const statement_set& stmts) {
   for (const auto& m : embedded::migrations()) {
     conn.exec("BEGIN", "migrate");
     try {
-      conn.run(stmts.get("migration_lock"), {});
+      conn.run(stmts.get(sql::migration_lock), {});
       conn.exec(
         fmt::format("CREATE SCHEMA IF NOT EXISTS {}", quote_identifier(stmts.where().schema)),
         "create_schema");
-      conn.run(stmts.get("create_versions_table"), {});
-      auto done = conn.run(stmts.get("applied_versions"), {});
+      conn.run(stmts.get(sql::create_versions_table), {});
+      auto done = conn.run(stmts.get(sql::applied_versions), {});
       bool present = false;
       for (int r = 0; r < done.rows(); ++r)
         present = present || done.int64(r, 0) == m.number;
       if (!present) {
         conn.exec(render_sql(m.text, stmts.where()), fmt::format("migration_{:03}", m.number));
-        conn.run(stmts.get("record_version"), {std::to_string(m.number), std::string(m.name)});
+        conn.run(stmts.get(sql::record_version), {std::to_string(m.number), std::string(m.name)});
         applied.push_back(m.number);
       }
       conn.exec("COMMIT", "migrate");
@@ -83,16 +85,12 @@ std::string migration_script(const area& a, int from_version) {
                     a.schema, a.prefix, from_version)
       : fmt::format("-- Troupe migrations {}..{} for schema {}, table prefix \"{}\"\n",
                     from_version + 1, latest, a.schema, a.prefix);
-  auto statement = [&](std::string_view name) {
-    for (const auto& st : embedded::statements())
-      if (st.name == name)
-        return trim_trailing(render_sql(st.text, a)) + ";\n";
-    throw error(errc::bug, fmt::format("no SQL statement named {}", name));
-  };
+  statement_set stmts(a);
+  auto statement = [&](statement_id id) { return trim_trailing(stmts.get(id).text) + ";\n"; };
   out += "BEGIN;\n";
-  out += statement("migration_lock");
+  out += statement(sql::migration_lock);
   out += fmt::format("CREATE SCHEMA IF NOT EXISTS {};\n", quote_identifier(a.schema));
-  out += statement("create_versions_table");
+  out += statement(sql::create_versions_table);
   for (const auto& m : embedded::migrations()) {
     if (m.number <= from_version)
       continue;

@@ -1,12 +1,12 @@
 #include "storage/queries.hpp"
 
 #include "storage/migrations.hpp"
+#include "storage/naming.hpp"
 #include "troupe/area.hpp"
 #include "troupe/error.hpp"
 #include "troupe/message.hpp"
 
 #include <fmt/format.h>
-#include <libpq-fe.h>
 
 #include <algorithm>
 #include <string>
@@ -56,16 +56,16 @@ std::string nullable_column(const std::vector<T>& rows, F&& get) {
 
 } // namespace
 
-params enqueue_params(const area& where, const std::vector<new_message>& batch, bool revive) {
+params enqueue_params(const area& where, const std::vector<message>& batch, bool revive) {
   return params{
-    column(batch, [](const new_message& m) { return m.id; }),
-    column(batch, [](const new_message& m) { return m.queue; }),
-    column(batch, [](const new_message& m) { return m.task; }),
-    column(batch, [](const new_message& m) { return m.args_json; }),
-    column(batch, [](const new_message& m) { return m.options_json; }),
-    column(batch, [](const new_message& m) { return std::to_string(m.priority); }),
-    column(batch, [](const new_message& m) { return std::to_string(m.delay_ms); }),
-    column(batch, [](const new_message& m) { return std::to_string(m.timestamp_ms); }),
+    column(batch, [](const message& m) { return m.id; }),
+    column(batch, [](const message& m) { return m.queue; }),
+    column(batch, [](const message& m) { return m.task; }),
+    column(batch, [](const message& m) { return m.args_json; }),
+    column(batch, [](const message& m) { return m.options_json; }),
+    column(batch, [](const message& m) { return std::to_string(m.priority); }),
+    column(batch, [](const message& m) { return std::to_string(m.delay_ms); }),
+    column(batch, [](const message& m) { return std::to_string(m.timestamp_ms); }),
     wake_channel(where),
     revive ? "true" : "false",
   };
@@ -119,7 +119,7 @@ params store_keys_params(const std::vector<key_claim>& claims, std::int64_t toke
 }
 
 std::int64_t vacuum_queue(connection& conn, const statement_set& stmts, std::int64_t min_dead) {
-  auto counts = conn.run(stmts.get("queue_dead_rows"), {});
+  auto counts = conn.run(stmts.get(sql::queue_dead_rows), {});
   if (counts.rows() == 0)
     return -1;
   if (counts.text(0, 2) != "t")
@@ -129,28 +129,32 @@ std::int64_t vacuum_queue(connection& conn, const statement_set& stmts, std::int
   if (dead < min_dead + live / 50)
     return -1;
   // VACUUM and SET cannot be prepared: their texts come from the statement set, run as they are.
-  conn.exec(stmts.get("vacuum_timeout").text, "vacuum_timeout");
+  conn.exec(stmts.get(sql::vacuum_timeout).text, "vacuum_timeout");
   try {
-    conn.exec(stmts.get("vacuum_queue").text, "vacuum_queue");
+    conn.exec(stmts.get(sql::vacuum_queue).text, "vacuum_queue");
   } catch (...) {
-    if (conn.ok())
-      PQclear(PQexec(conn.native(), stmts.get("vacuum_timeout_reset").text.c_str()));
+    try {
+      if (conn.ok())
+        conn.exec(stmts.get(sql::vacuum_timeout_reset).text, "vacuum_timeout_reset");
+    } catch (const error&) {
+      // The vacuum's own error is the one to report.
+    }
     throw;
   }
-  conn.exec(stmts.get("vacuum_timeout_reset").text, "vacuum_timeout_reset");
+  conn.exec(stmts.get(sql::vacuum_timeout_reset).text, "vacuum_timeout_reset");
   return dead;
 }
 
 std::int64_t prune_deduplication_keys(connection& conn, const statement_set& stmts,
                                       std::int64_t limit) {
-  return conn.run(stmts.get("prune_deduplication_keys"), {std::to_string(limit)}).affected();
+  return conn.run(stmts.get(sql::prune_deduplication_keys), {std::to_string(limit)}).affected();
 }
 
 std::int64_t enqueue_messages(connection& conn, const statement_set& stmts,
-                              const std::vector<new_message>& batch, bool revive) {
+                              const std::vector<message>& batch, bool revive) {
   if (batch.empty())
     return 0;
-  return conn.run(stmts.get("enqueue_messages"), enqueue_params(stmts.where(), batch, revive))
+  return conn.run(stmts.get(sql::enqueue_messages), enqueue_params(stmts.where(), batch, revive))
     .int64(0, 0);
 }
 
@@ -190,7 +194,7 @@ constexpr std::int64_t postgres_epoch_us = 946'684'800'000'000;
 
 } // namespace
 
-std::string copy_messages_data(std::span<const new_message> batch) {
+std::string copy_messages_data(std::span<const message> batch) {
   std::string out;
   std::size_t size = 21;
   for (const auto& m : batch)
@@ -235,11 +239,11 @@ constexpr std::size_t copy_part_rows = 250;
 } // namespace
 
 std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
-                               const std::vector<new_message>& batch) {
+                               const std::vector<message>& batch) {
   if (batch.empty())
     return 0;
   std::vector<std::string> parts;
-  std::span<const new_message> rest(batch);
+  std::span<const message> rest(batch);
   while (!rest.empty()) {
     auto n = std::min(rest.size(), copy_part_rows);
     parts.push_back(copy_messages_data(rest.first(n)));
@@ -260,18 +264,17 @@ std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
   }
   finish += "; COMMIT";
   try {
-    return conn.copy_in_parts(stmts.get("copy_messages"), parts, "BEGIN; ", finish);
+    return conn.copy_in_parts(stmts.get(sql::copy_messages), parts, "BEGIN; ", finish);
   } catch (...) {
-    if (conn.ok())
-      PQclear(PQexec(conn.native(), "ROLLBACK"));
+    conn.rollback_quietly();
     throw;
   }
 }
 
 namespace {
 
-// The claimed message in row `r` of a claim's result, its seven columns from `col` on (id, task,
-// args, options, attempt, priority, enqueue time in ms).
+// The claimed message in row `r` of a claim's result, its eight columns from `col` on (id, task,
+// args, options, attempt, priority, enqueue time and eta in ms).
 claimed_message read_claimed(const result& res, int r, int col) {
   claimed_message m;
   m.id = res.text(r, col);
@@ -281,17 +284,18 @@ claimed_message read_claimed(const result& res, int r, int col) {
   m.attempt = static_cast<std::int32_t>(res.int64(r, col + 4));
   m.priority = static_cast<std::int32_t>(res.int64(r, col + 5));
   m.enqueued_at_ms = res.int64(r, col + 6);
+  m.eta_ms = res.int64(r, col + 7);
   return m;
 }
 
+} // namespace
+
 std::int64_t next_eta(connection& conn, const statement_set& stmts, const std::string& queue) {
-  auto eta = conn.run(stmts.get("next_eta"), {queue});
+  auto eta = conn.run(stmts.get(sql::next_eta), {queue});
   if (eta.rows() > 0 && !eta.is_null(0, 0))
     return std::max<std::int64_t>(0, eta.int64(0, 0));
   return -1;
 }
-
-} // namespace
 
 claim_result claim_batch(connection& conn, const statement_set& stmts, const std::string& queue,
                          std::int32_t node_id, std::int32_t limit, std::int32_t eta_below) {
@@ -304,7 +308,7 @@ claim_result claim_batch(connection& conn, const statement_set& stmts, const std
     return out;
   }
   auto res =
-    conn.run(stmts.get("claim_batch"), {queue, std::to_string(node_id), std::to_string(limit)});
+    conn.run(stmts.get(sql::claim_batch), {queue, std::to_string(node_id), std::to_string(limit)});
   out.messages.reserve(res.rows());
   for (int r = 0; r < res.rows(); ++r)
     out.messages.push_back(read_claimed(res, r, 0));
@@ -326,7 +330,7 @@ claim_result claim_batch_early(connection& conn, const statement_set& stmts,
   try {
     // BEGIN and the lock in one round trip, as the mark and the COMMIT below.
     auto res =
-      conn.run_between(stmts.get("claim_lock"), {queue, std::to_string(limit)}, "BEGIN", {});
+      conn.run_between(stmts.get(sql::claim_lock), {queue, std::to_string(limit)}, "BEGIN", {});
     claimed = res.rows();
     if (claimed > 0) {
       std::vector<std::string> addresses;
@@ -340,8 +344,8 @@ claim_result claim_batch_early(connection& conn, const statement_set& stmts,
       locked(std::move(messages));
       auto marked =
         conn
-          .run_between(stmts.get("claim_mark"), {array_literal(addresses), std::to_string(node_id)},
-                       {}, "COMMIT")
+          .run_between(stmts.get(sql::claim_mark),
+                       {array_literal(addresses), std::to_string(node_id)}, {}, "COMMIT")
           .affected();
       // Locked rows cannot change under the lock; anything else is a bug, and the messages
       // already handed out must not pass for claimed.
@@ -349,11 +353,10 @@ claim_result claim_batch_early(connection& conn, const statement_set& stmts,
         throw error(errc::bug, fmt::format("claim_mark marked {} of the {} rows claim_lock locked",
                                            marked, claimed));
     } else {
-      conn.exec("COMMIT", "claim_lock");
+      conn.commit("claim_lock");
     }
   } catch (...) {
-    if (conn.ok())
-      PQclear(PQexec(conn.native(), "ROLLBACK")); // the claim's error is the one to report
+    conn.rollback_quietly(); // the claim's error is the one to report
     throw;
   }
   if (claimed < eta_below)
@@ -378,25 +381,24 @@ std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::i
   bool any_follow_ups = std::any_of(outcomes.begin(), outcomes.end(),
                                     [](const outcome& o) { return !o.follow_ups.empty(); });
   if (!any_follow_ups)
-    return conn.run(stmts.get("complete_batch"), p).rows();
+    return conn.run(stmts.get(sql::complete_batch), p).rows();
   // Follow-ups (callbacks) are published in the same transaction as the outcomes they follow,
   // and only for outcomes that were written.
-  conn.exec("BEGIN", "complete_batch");
+  conn.begin("complete_batch");
   try {
-    auto res = conn.run(stmts.get("complete_batch"), p);
+    auto res = conn.run(stmts.get(sql::complete_batch), p);
     std::unordered_set<std::string> written;
     for (int r = 0; r < res.rows(); ++r)
       written.emplace(res.text(r, 0));
-    std::vector<new_message> follow;
+    std::vector<message> follow;
     for (const auto& o : outcomes)
       if (written.contains(o.id))
         follow.insert(follow.end(), o.follow_ups.begin(), o.follow_ups.end());
     enqueue_messages(conn, stmts, follow);
-    conn.exec("COMMIT", "complete_batch");
+    conn.commit("complete_batch");
     return res.rows();
   } catch (...) {
-    if (conn.ok())
-      conn.exec("ROLLBACK", "complete_batch");
+    conn.rollback_quietly();
     throw;
   }
 }
@@ -411,13 +413,13 @@ std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::
     column(messages, [](const claimed_message& m) { return std::to_string(m.attempt); }),
     wake_channel(stmts.where()),
   };
-  return conn.run(stmts.get("release_claimed"), p).int64(0, 0);
+  return conn.run(stmts.get(sql::release_claimed), p).int64(0, 0);
 }
 
 std::int64_t recover_unheld(connection& conn, const statement_set& stmts, std::int32_t node_id,
                             const std::string& queue, const std::vector<std::string>& held_ids) {
   return conn
-    .run(stmts.get("recover_unheld"),
+    .run(stmts.get(sql::recover_unheld),
          {std::to_string(node_id), queue, array_literal(held_ids), wake_channel(stmts.where())})
     .int64(0, 0);
 }
@@ -427,7 +429,7 @@ std::vector<finished_message> read_results(connection& conn, const statement_set
   std::vector<finished_message> out;
   if (ids.empty())
     return out;
-  auto res = conn.run(stmts.get("read_results"), {array_literal(ids)});
+  auto res = conn.run(stmts.get(sql::read_results), {array_literal(ids)});
   for (int r = 0; r < res.rows(); ++r)
     out.push_back(
       finished_message{std::string(res.text(r, 0)), std::string(res.text(r, 1)),
@@ -437,16 +439,16 @@ std::vector<finished_message> read_results(connection& conn, const statement_set
 }
 
 bool message_exists(connection& conn, const statement_set& stmts, const std::string& id) {
-  return conn.run(stmts.get("message_exists"), {id}).int64(0, 0) > 0;
+  return conn.run(stmts.get(sql::message_exists), {id}).int64(0, 0) > 0;
 }
 
-std::vector<queue_stats> queue_statistics(connection& conn, const statement_set& stmts,
-                                          const std::string* only_queue) {
+std::vector<troupe::queue_stats> queue_statistics(connection& conn, const statement_set& stmts,
+                                                  const std::string* only_queue) {
   params p{only_queue ? std::optional<std::string>(*only_queue) : std::nullopt};
-  auto res = conn.run(stmts.get("queue_stats"), p);
-  std::vector<queue_stats> out;
+  auto res = conn.run(stmts.get(sql::queue_stats), p);
+  std::vector<troupe::queue_stats> out;
   for (int r = 0; r < res.rows(); ++r) {
-    queue_stats s;
+    troupe::queue_stats s;
     s.queue = res.text(r, 0);
     s.queued = res.int64(r, 1);
     s.running = res.int64(r, 2);
@@ -459,7 +461,7 @@ std::vector<queue_stats> queue_statistics(connection& conn, const statement_set&
     out.push_back(std::move(s));
   }
   if (only_queue && out.empty())
-    out.push_back(queue_stats{*only_queue});
+    out.push_back(troupe::queue_stats{*only_queue});
   return out;
 }
 
@@ -481,7 +483,7 @@ std::int32_t register_node(connection& conn, const statement_set& stmts, const n
                                        "`troupe upgrade` first",
                                        stmts.where().schema, stmts.where().prefix, version,
                                        latest_migration()));
-  auto res = conn.run(stmts.get("register_node"), identity_params(who, stmts));
+  auto res = conn.run(stmts.get(sql::register_node), identity_params(who, stmts));
   return static_cast<std::int32_t>(res.int64(0, 0));
 }
 
@@ -489,16 +491,52 @@ void reregister_node(connection& conn, const statement_set& stmts, const node_id
                      std::int32_t node_id) {
   auto p = identity_params(who, stmts);
   p.push_back(std::to_string(node_id));
-  conn.run(stmts.get("reregister_node"), p);
+  conn.run(stmts.get(sql::reregister_node), p);
 }
 
 void deregister_node(connection& conn, const statement_set& stmts, std::int32_t node_id) {
-  conn.run(stmts.get("deregister_node"), {std::to_string(node_id)});
+  conn.run(stmts.get(sql::deregister_node), {std::to_string(node_id)});
+}
+
+void prepare_listener_session(connection& conn, const statement_set& stmts) {
+  // A listener only waits for notifications: a server-side idle timeout must not end its
+  // session (that would release the node's liveness lock; PostgreSQL 14 added the setting).
+  // Taking the lock back after a reconnect may wait for the old session to be noticed as gone:
+  // bounded, so a stop request is never stuck behind it.
+  if (conn.server_version() >= 140000)
+    conn.run(stmts.get(sql::listener_idle_timeout), {});
+  conn.run(stmts.get(sql::listener_lock_timeout), {});
+}
+
+void listen_for_wakes(connection& conn, const statement_set& stmts) {
+  conn.listen(wake_channel(stmts.where()));
+}
+
+void listen_for_results(connection& conn, const statement_set& stmts) {
+  conn.listen(results_channel(stmts.where()));
+}
+
+std::vector<troupe::node_status> list_nodes(connection& conn, const statement_set& stmts) {
+  auto res = conn.run(stmts.get(sql::list_nodes), {std::to_string(node_lock_class(stmts.where()))});
+  std::vector<troupe::node_status> out;
+  out.reserve(static_cast<std::size_t>(res.rows()));
+  for (int r = 0; r < res.rows(); ++r) {
+    troupe::node_status n;
+    n.node_id = static_cast<std::int32_t>(res.int64(r, 0));
+    n.name = res.text(r, 1);
+    n.host = res.text(r, 2);
+    n.pid = static_cast<std::int32_t>(res.int64(r, 3));
+    n.queues = parse_array_literal(res.text(r, 4));
+    n.started_at_ms = res.int64(r, 5);
+    n.alive = res.text(r, 6) == "t";
+    out.push_back(std::move(n));
+  }
+  return out;
 }
 
 reap_report reap_dead_nodes(connection& conn, const statement_set& stmts,
                             std::chrono::milliseconds grace) {
-  auto res = conn.run(stmts.get("reap_dead_nodes"),
+  auto res = conn.run(stmts.get(sql::reap_dead_nodes),
                       {std::to_string(node_lock_class(stmts.where())),
                        std::to_string(grace.count()), wake_channel(stmts.where())});
   reap_report out;

@@ -14,7 +14,7 @@ namespace troupe::storage {
 
 /// The parameters of the enqueue_messages statement for `batch` (also run on callers' own
 /// connections by transactional publishing).
-params enqueue_params(const area& where, const std::vector<new_message>& batch, bool revive);
+params enqueue_params(const area& where, const std::vector<message>& batch, bool revive);
 /// The parameters of insert_messages from those of enqueue_messages (all but the revive flag).
 params insert_params(params enqueue_values);
 
@@ -34,16 +34,16 @@ std::int64_t prune_deduplication_keys(connection& conn, const statement_set& stm
 /// after a lost reply passes false so a message that already ran stays as it is. Returns the
 /// rows written (inserted or put back).
 std::int64_t enqueue_messages(connection& conn, const statement_set& stmts,
-                              const std::vector<new_message>& batch, bool revive = true);
+                              const std::vector<message>& batch, bool revive = true);
 
 /// Writes `batch` (new ids, no delays) with a binary COPY in a transaction of its own that also
 /// wakes each queue once. Nothing is written when it throws; an id that exists already fails
 /// with SQLSTATE 23505 (then enqueue_messages is the way). Returns the rows written.
 std::int64_t copy_new_messages(connection& conn, const statement_set& stmts,
-                               const std::vector<new_message>& batch);
+                               const std::vector<message>& batch);
 
 /// The binary COPY input of copy_messages for `batch`.
-std::string copy_messages_data(std::span<const new_message> batch);
+std::string copy_messages_data(std::span<const message> batch);
 
 /// Claims up to `limit` ready messages of `queue` for `node_id`; when fewer than `eta_below`
 /// came back (by default: none), also asks when the next delayed message is due. A `limit` of 0
@@ -64,6 +64,9 @@ claim_result claim_batch_early(connection& conn, const statement_set& stmts,
                                std::int32_t eta_below,
                                const std::function<void(std::vector<claimed_message>)>& locked);
 
+/// Milliseconds until the earliest delayed message of `queue` is due, -1 when there is none.
+std::int64_t next_eta(connection& conn, const statement_set& stmts, const std::string& queue);
+
 /// Writes `outcomes` in one statement; returns how many were still owned and got written.
 std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::int32_t node_id,
                             const std::vector<outcome>& outcomes);
@@ -83,8 +86,11 @@ std::vector<finished_message> read_results(connection& conn, const statement_set
 bool message_exists(connection& conn, const statement_set& stmts, const std::string& id);
 
 /// Per-queue statistics, for every queue with rows or for `only_queue`.
-std::vector<queue_stats> queue_statistics(connection& conn, const statement_set& stmts,
-                                          const std::string* only_queue);
+std::vector<troupe::queue_stats> queue_statistics(connection& conn, const statement_set& stmts,
+                                                  const std::string* only_queue);
+
+/// Every node in the registry, by id, with whether it holds its liveness lock now.
+std::vector<troupe::node_status> list_nodes(connection& conn, const statement_set& stmts);
 
 /// Registers a node and takes its liveness lock on `conn`; returns the node id.
 std::int32_t register_node(connection& conn, const statement_set& stmts, const node_identity& who);
@@ -93,6 +99,14 @@ void reregister_node(connection& conn, const statement_set& stmts, const node_id
                      std::int32_t node_id);
 /// Removes node `node_id` from the registry.
 void deregister_node(connection& conn, const statement_set& stmts, std::int32_t node_id);
+
+/// Sets up a listener's session: no idle timeout may end it (it holds a liveness lock), and a
+/// lock wait is bounded.
+void prepare_listener_session(connection& conn, const statement_set& stmts);
+/// LISTENs on the area's wake channel (consumers' hints) or its results channel (result
+/// waiters); the notifications then come from connection::wait_for_notifications.
+void listen_for_wakes(connection& conn, const statement_set& stmts);
+void listen_for_results(connection& conn, const statement_set& stmts);
 
 /// One janitor pass: marks nodes whose liveness lock is free as suspect, removes those that
 /// stayed so for `grace`, and recovers the messages they were running.

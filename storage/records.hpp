@@ -1,25 +1,17 @@
-// The plain values that cross the storage boundary: what is written (new messages, outcomes)
-// and what is read (claimed messages, statistics). No CAF and no libpq here; the actors'
-// protocol header adds their inspect functions.
+// The plain values that cross the storage boundary besides the shared base's (troupe::message
+// is what is published, troupe/admin_records.hpp what the admin API reads): outcomes written,
+// messages claimed, key claims, janitor reports. No CAF and no libpq here; the actors' protocol
+// header adds their inspect functions.
 #pragma once
+
+#include "troupe/admin_records.hpp"
+#include "troupe/message.hpp"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace troupe::storage {
-
-/// A message to insert. `args_json` is a JSON array, `options_json` a JSON object.
-struct new_message {
-  std::string id;
-  std::string queue;
-  std::string task;
-  std::string args_json = "[]";
-  std::string options_json = "{}";
-  std::int32_t priority = 0;
-  std::int64_t delay_ms = 0;
-  std::int64_t timestamp_ms = 0;
-};
 
 /// A deduplication key to claim for a message about to be published. `message_json` is the
 /// message as it will be returned to duplicate publishers.
@@ -37,7 +29,7 @@ struct key_claim_result {
   std::string queue;
   std::string key;
   bool claimed = false;
-  new_message holder;
+  message holder;
 };
 
 /// A message as one claim returned it. `attempt` is the delivery token of this claim.
@@ -49,6 +41,8 @@ struct claimed_message {
   std::int32_t attempt = 0;
   std::int32_t priority = 0;
   std::int64_t enqueued_at_ms = 0;
+  /// Unix time in milliseconds at which the message became ready (its eta).
+  std::int64_t eta_ms = 0;
   /// The number of the consumer's claim that brought it (0 outside a node's consumer).
   std::uint64_t claim = 0;
 };
@@ -73,7 +67,7 @@ struct outcome {
   std::string error_json;  ///< empty: SQL NULL
   std::int64_t retry_delay_ms = 0;
   /// Messages published in the same transaction as this outcome, only if it is written.
-  std::vector<new_message> follow_ups;
+  std::vector<message> follow_ups;
 };
 
 /// One claim's answer: the messages, and when the next delayed one becomes ready.
@@ -89,19 +83,6 @@ struct finished_message {
   std::string state;       ///< done, failed or cancelled
   std::string result_json; ///< empty when none was stored
   std::string error_json;  ///< empty when none
-};
-
-/// Per-queue statistics (`troupe stats`).
-struct queue_stats {
-  std::string queue;
-  std::int64_t queued = 0;
-  std::int64_t running = 0;
-  std::int64_t done = 0;
-  std::int64_t failed = 0;
-  std::int64_t cancelled = 0;
-  std::int64_t ready = 0;
-  std::int64_t scheduled = 0;
-  double oldest_ready_seconds = 0;
 };
 
 /// What one janitor pass found.

@@ -1,6 +1,7 @@
 #include "storage/statements.hpp"
 
 #include "storage/embedded_sql.hpp"
+#include "storage/naming.hpp"
 #include "troupe/error.hpp"
 
 #include <fmt/format.h>
@@ -42,17 +43,12 @@ std::string render_sql(std::string_view text, const area& a) {
 
 statement_set::statement_set(area a) : area_(std::move(a)) {
   validate_area(area_);
-  for (const auto& st : embedded::statements()) {
-    std::string name(st.name);
-    by_name_.emplace(name, statement{name, render_sql(st.text, area_)});
-  }
-}
-
-const statement& statement_set::get(std::string_view name) const {
-  auto i = by_name_.find(std::string(name));
-  if (i == by_name_.end())
-    throw error(errc::bug, fmt::format("no SQL statement named {}", name));
-  return i->second;
+  const auto& all = embedded::statements();
+  if (all.size() != statement_count)
+    throw error(errc::bug, "the embedded statements do not match storage/statement_ids.hpp");
+  by_id_.reserve(all.size());
+  for (const auto& st : all)
+    by_id_.push_back(statement{std::string(st.name), render_sql(st.text, area_)});
 }
 
 statement_set_ptr make_statement_set(const area& a) {

@@ -2,12 +2,13 @@
 // filled in. Built once per area and shared read-only by every connection of that area.
 #pragma once
 
+#include "storage/statement_ids.hpp"
 #include "troupe/area.hpp"
 
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
 
 namespace troupe::storage {
 
@@ -22,19 +23,21 @@ struct statement {
 /// Throws troupe::error(bug) on an unknown placeholder.
 std::string render_sql(std::string_view text, const area& a);
 
-/// Every named statement of one area.
+/// Every named statement of one area, by its generated id (storage::sql::claim_batch, ...).
 class statement_set {
 public:
   explicit statement_set(area a);
 
   const area& where() const noexcept { return area_; }
 
-  /// The statement called `name`; throws troupe::error(bug) when there is none.
-  const statement& get(std::string_view name) const;
+  /// The statement `id`.
+  const statement& get(statement_id id) const noexcept {
+    return by_id_[static_cast<std::size_t>(id)];
+  }
 
 private:
   area area_;
-  std::unordered_map<std::string, statement> by_name_;
+  std::vector<statement> by_id_;
 };
 
 using statement_set_ptr = std::shared_ptr<const statement_set>;

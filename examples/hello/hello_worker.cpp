@@ -2,8 +2,8 @@
 // environment and flags), run the node until SIGTERM/SIGINT.
 //
 //   build/bin/hello-worker --config-file=examples/hello/troupe.ini
-#include "config/settings.hpp"
 #include "hello_tasks.hpp"
+#include "troupe/config.hpp"
 
 #include <troupe/error.hpp>
 #include <troupe/log.hpp>

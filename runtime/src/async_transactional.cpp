@@ -1,9 +1,9 @@
 #include "troupe/async_transactional.hpp"
 
 #include "publish_plan.hpp"
+#include "storage/connection.hpp"
 #include "troupe/error.hpp"
 
-#include <libpq-fe.h>
 #include <poll.h>
 
 #include <exception>
@@ -18,7 +18,7 @@ enum class step_kind { savepoint, plan, release, rollback, release_after_rollbac
 } // namespace
 
 struct async_publish::impl {
-  pg_conn* conn = nullptr;
+  storage::borrowed_connection conn;
   detail::publish_plan plan;
   bool savepoint = false;
 
@@ -31,32 +31,27 @@ struct async_publish::impl {
   std::exception_ptr failure;
   std::vector<message> published;
 
-  impl(pg_conn* c, detail::publish_plan p, bool sp) : conn(c), plan(std::move(p)), savepoint(sp) {}
+  impl(storage::borrowed_connection c, detail::publish_plan p, bool sp)
+      : conn(c), plan(std::move(p)), savepoint(sp) {}
 
   void send(step_kind kind) {
+    using savepoint_step = storage::borrowed_connection::savepoint_step;
     current = kind;
-    int ok = 0;
     switch (kind) {
     case step_kind::savepoint:
-      ok = PQsendQuery(conn, "SAVEPOINT troupe_publish");
+      conn.send(savepoint_step::begin);
       break;
     case step_kind::release:
     case step_kind::release_after_rollback:
-      ok = PQsendQuery(conn, "RELEASE SAVEPOINT troupe_publish");
+      conn.send(savepoint_step::release);
       break;
     case step_kind::rollback:
-      ok = PQsendQuery(conn, "ROLLBACK TO SAVEPOINT troupe_publish");
+      conn.send(savepoint_step::rollback);
       break;
-    case step_kind::plan: {
-      auto values = detail::param_pointers(current_step->values);
-      ok = PQsendQueryParams(conn, current_step->statement->text.c_str(),
-                             static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                             nullptr, 0);
+    case step_kind::plan:
+      conn.send(*current_step->statement, current_step->values);
       break;
     }
-    }
-    if (ok == 0)
-      storage::throw_error(conn, nullptr, "asynchronous publish");
     flushing = true;
   }
 
@@ -110,16 +105,12 @@ struct async_publish::impl {
     return false;
   }
 
-  void step_done(PGresult* res) {
-    storage::result owned(res);
-    auto status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-    bool good = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
-    if (!good) {
+  void step_done(const storage::result& owned) {
+    if (!owned.ok()) {
       if (!failure) {
         try {
-          storage::throw_error(conn, res,
-                               current == step_kind::plan ? current_step->statement->name
-                                                          : std::string("savepoint"));
+          conn.raise(owned, current == step_kind::plan ? current_step->statement->name
+                                                       : std::string("savepoint"));
         } catch (const error& e) {
           if (cancel_requested && e.sqlstate() == "57014")
             failure = std::make_exception_ptr(
@@ -154,23 +145,19 @@ struct async_publish::impl {
             return finish();
         }
         if (flushing) {
-          int r = PQflush(conn);
-          if (r < 0)
-            storage::throw_error(conn, nullptr, "asynchronous publish");
-          if (r == 1)
+          if (!conn.flush())
             return false;
           flushing = false;
         }
-        if (PQconsumeInput(conn) == 0)
-          storage::throw_error(conn, nullptr, "asynchronous publish");
+        conn.consume_input();
         bool completed = false;
-        while (!PQisBusy(conn)) {
-          PGresult* res = PQgetResult(conn);
-          if (res == nullptr) {
+        while (conn.result_ready()) {
+          auto res = conn.next_result();
+          if (!res) {
             completed = true;
             break;
           }
-          step_done(res);
+          step_done(*res);
         }
         if (!completed)
           return false;
@@ -210,31 +197,31 @@ async_publish::~async_publish() {
   // Leave the caller's connection settled: cancel, then wait for the last result.
   cancel();
   while (!impl_->advance()) {
-    pollfd pfd{PQsocket(impl_->conn), static_cast<short>(POLLIN | (wants_write() ? POLLOUT : 0)),
-               0};
+    pollfd pfd{impl_->conn.socket(), static_cast<short>(POLLIN | (wants_write() ? POLLOUT : 0)), 0};
     ::poll(&pfd, 1, 100);
   }
 }
 
 namespace {
 
-void require_nonblocking(pg_conn* conn, std::string_view what) {
+void require_nonblocking(const storage::borrowed_connection& conn, std::string_view what) {
   detail::require_transaction(conn, what);
-  if (PQisnonblocking(conn) != 1)
+  if (!conn.nonblocking())
     throw error(errc::invalid_argument, std::string(what) +
                                           " requires a connection in non-blocking mode "
                                           "(PQsetnonblocking); use enqueue_in_transaction for a "
                                           "blocking one. Nothing was written");
-  if (PQisBusy(conn) != 0)
+  if (conn.busy())
     throw error(errc::invalid_argument,
                 std::string(what) + ": the connection still has a statement in flight");
 }
 
 } // namespace
 
-async_publish async_publish::single(pg_conn* conn, const area& where, message m,
+async_publish async_publish::single(pg_conn* native, const area& where, message m,
                                     const enqueue_options& options,
                                     std::vector<middleware_ptr> middleware) {
+  storage::borrowed_connection conn(native);
   require_nonblocking(conn, "async_publish::single");
   std::vector<message> one;
   one.push_back(std::move(m));
@@ -248,9 +235,10 @@ async_publish async_publish::single(pg_conn* conn, const area& where, message m,
   return out;
 }
 
-async_publish async_publish::many(pg_conn* conn, const area& where, std::vector<message> batch,
+async_publish async_publish::many(pg_conn* native, const area& where, std::vector<message> batch,
                                   std::vector<enqueue_options> options,
                                   std::vector<middleware_ptr> middleware) {
+  storage::borrowed_connection conn(native);
   require_nonblocking(conn, "async_publish::many");
   detail::publish_plan plan(detail::statements_for(where), std::move(batch), std::move(options),
                             middleware, true);
@@ -263,7 +251,7 @@ async_publish async_publish::many(pg_conn* conn, const area& where, std::vector<
 }
 
 int async_publish::socket() const noexcept {
-  return PQsocket(impl_->conn);
+  return impl_->conn.socket();
 }
 
 bool async_publish::wants_write() const noexcept {
@@ -290,11 +278,7 @@ void async_publish::cancel() {
   if (impl_->finished || impl_->cancel_requested)
     return;
   impl_->cancel_requested = true;
-  if (PGcancel* c = PQgetCancel(impl_->conn)) {
-    char err[256];
-    PQcancel(c, err, sizeof err);
-    PQfreeCancel(c);
-  }
+  impl_->conn.cancel();
 }
 
 } // namespace troupe

@@ -1,6 +1,7 @@
 #include "troupe/client.hpp"
 
 #include "publish_plan.hpp"
+#include "results.hpp"
 
 #include "storage/connection.hpp"
 #include "storage/queries.hpp"
@@ -8,20 +9,12 @@
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"
 
-#include <libpq-fe.h>
-#include <poll.h>
-
 #include <mutex>
 #include <optional>
 
 namespace troupe {
 
-storage::new_message to_new_message(const message& m) {
-  return storage::new_message{m.id,           m.queue,    m.task,     m.args_json,
-                              m.options_json, m.priority, m.delay_ms, m.timestamp_ms};
-}
-
-std::string result_of(const storage::finished_message& m) {
+std::string detail::result_of(const storage::finished_message& m) {
   if (m.state == "done") {
     if (m.result_json.empty())
       throw result_error(errc::not_found, "message " + m.id +
@@ -102,7 +95,7 @@ std::string client::get_result_json(const std::string& id, bool block,
   auto look = [&](storage::connection& c) -> std::optional<std::string> {
     auto found = storage::read_results(c, *impl_->stmts, {canonical});
     if (!found.empty())
-      return result_of(found.front());
+      return detail::result_of(found.front());
     return std::nullopt;
   };
   if (!block) {
@@ -121,7 +114,7 @@ std::string client::get_result_json(const std::string& id, bool block,
   using clock = std::chrono::steady_clock;
   auto deadline = clock::now() + timeout;
   auto conn = storage::connection::open(impl_->options.dsn, impl_->options.application_name);
-  conn.exec("LISTEN " + quote_identifier(results_channel(impl_->options.area)), "listen");
+  storage::listen_for_results(conn, *impl_->stmts);
   for (;;) {
     if (auto out = look(conn))
       return *out;
@@ -131,13 +124,7 @@ std::string client::get_result_json(const std::string& id, bool block,
       throw result_error(errc::timeout, "no result for message " + canonical + " within " +
                                           std::to_string(timeout.count()) + "ms");
     // Woken by a completion's notification; a poll once a second covers a lost one.
-    auto* pg = conn.native();
-    pollfd pfd{PQsocket(pg), POLLIN, 0};
-    ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1000)));
-    if (PQconsumeInput(pg) == 0)
-      throw error(errc::connection_lost, "lost the connection while waiting for a result");
-    while (PGnotify* n = PQnotifies(pg))
-      PQfreemem(n);
+    conn.wait_for_notifications(std::min(left, std::chrono::milliseconds{1000}));
   }
 }
 

@@ -150,6 +150,13 @@ void validate_message(const message& m) {
     throw error(errc::invalid_argument, "message " + m.id + " has a negative delay");
 }
 
+void normalize_message(message& m) {
+  validate_message(m);
+  std::string canonical;
+  parse_uuid(m.id, canonical); // validated above
+  m.id = std::move(canonical);
+}
+
 message make_message(std::string queue, std::string task, std::string args_json) {
   validate_queue_name(queue);
   if (task.empty())

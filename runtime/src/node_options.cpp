@@ -1,5 +1,6 @@
 #include "troupe/node_options.hpp"
 
+#include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
 
 #include <fmt/format.h>
@@ -18,6 +19,11 @@ void require(bool ok, const std::string& what) {
 } // namespace
 
 void validate(const node_options& o) {
+  try {
+    validate_dsn(o.dsn);
+  } catch (const error& e) {
+    throw error(errc::invalid_argument, std::string("database.dsn: ") + e.what());
+  }
   validate_area(o.area);
   require(!o.queues.empty(), "node: at least one queue must be configured");
   std::set<std::string> seen;

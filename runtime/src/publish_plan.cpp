@@ -1,13 +1,11 @@
 #include "publish_plan.hpp"
 
 #include "storage/queries.hpp"
-#include "troupe/client.hpp"
 #include "troupe/error.hpp"
 #include "troupe/json.hpp"
 #include "troupe/log.hpp"
 
 #include <fmt/format.h>
-#include <libpq-fe.h>
 
 #include <algorithm>
 #include <map>
@@ -52,19 +50,6 @@ std::string message_json(const message& m) {
 
 namespace {
 
-message from_row(const storage::new_message& r) {
-  message m;
-  m.id = r.id;
-  m.queue = r.queue;
-  m.task = r.task;
-  m.args_json = r.args_json;
-  m.options_json = r.options_json;
-  m.priority = r.priority;
-  m.delay_ms = r.delay_ms;
-  m.timestamp_ms = r.timestamp_ms;
-  return m;
-}
-
 std::int64_t fresh_token() {
   thread_local std::mt19937_64 gen{std::random_device{}()};
   return static_cast<std::int64_t>(gen());
@@ -93,8 +78,8 @@ publish_plan::publish_plan(storage::statement_set_ptr stmts, std::vector<message
     phase_ = batch_.empty() ? phase::done : phase::enqueue;
     return;
   }
-  for (const auto& m : batch_)
-    validate_message(m);
+  for (auto& m : batch_)
+    normalize_message(m);
   // One claim per distinct (queue, key): the first entry that names it.
   std::map<std::pair<std::string, std::string>, std::size_t> first;
   for (std::size_t i = 0; i < n; ++i) {
@@ -123,25 +108,27 @@ void publish_plan::run_before_hooks() {
     for (const auto& h : hooks_)
       h->before_enqueue(batch_[i]);
     hooked_[i] = true;
-    validate_message(batch_[i]);
+    normalize_message(batch_[i]);
   }
 }
 
 std::optional<publish_step> publish_plan::next() {
   switch (phase_) {
   case phase::claim:
-    return publish_step{&stmts_->get("claim_deduplication_keys"),
+    return publish_step{&stmts_->get(storage::sql::claim_deduplication_keys),
                         storage::claim_keys_params(claims_, token_)};
   case phase::enqueue: {
-    std::vector<storage::new_message> rows;
+    const auto& enqueue = stmts_->get(storage::sql::enqueue_messages);
+    if (std::find(publish_.begin(), publish_.end(), false) == publish_.end())
+      return publish_step{&enqueue, storage::enqueue_params(stmts_->where(), batch_, revive_)};
+    std::vector<message> rows;
     for (std::size_t i = 0; i < batch_.size(); ++i)
       if (publish_[i])
-        rows.push_back(to_new_message(batch_[i]));
-    return publish_step{&stmts_->get("enqueue_messages"),
-                        storage::enqueue_params(stmts_->where(), rows, revive_)};
+        rows.push_back(batch_[i]);
+    return publish_step{&enqueue, storage::enqueue_params(stmts_->where(), rows, revive_)};
   }
   case phase::store:
-    return publish_step{&stmts_->get("store_deduplicated_messages"),
+    return publish_step{&stmts_->get(storage::sql::store_deduplicated_messages),
                         storage::store_keys_params(restored_, token_)};
   case phase::done:
     return std::nullopt;
@@ -165,7 +152,7 @@ void publish_plan::accept(const storage::result& res) {
         publish_[i] = true;
       } else {
         publish_[i] = false;
-        holder_[i] = from_row(it->second.holder);
+        holder_[i] = std::move(it->second.holder);
       }
     }
     run_before_hooks();
@@ -196,17 +183,13 @@ void publish_plan::accept(const storage::result& res) {
   }
 }
 
-std::optional<std::vector<storage::new_message>> publish_plan::bulk_rows() const {
+const std::vector<message>* publish_plan::bulk_rows() const {
   if (deduplicating_ || phase_ != phase::enqueue || batch_.size() < bulk_threshold)
-    return std::nullopt;
-  std::vector<storage::new_message> rows;
-  rows.reserve(batch_.size());
-  for (const auto& m : batch_) {
+    return nullptr;
+  for (const auto& m : batch_)
     if (m.delay_ms != 0)
-      return std::nullopt; // the eta is the server's clock plus the delay
-    rows.push_back(to_new_message(m));
-  }
-  return rows;
+      return nullptr; // the eta is the server's clock plus the delay
+  return &batch_;
 }
 
 void publish_plan::accept_bulk() {
@@ -271,7 +254,7 @@ void run_on_own_connection(storage::connection& conn, publish_plan& plan) {
     // New ids are the rule: a plain insert first (a binary COPY for a large batch), the upsert
     // only when an id exists.
     bool exists = false;
-    if (auto rows = plan.bulk_rows()) {
+    if (const auto* rows = plan.bulk_rows()) {
       try {
         storage::copy_new_messages(conn, plan.statements(), *rows);
         plan.accept_bulk();
@@ -286,7 +269,7 @@ void run_on_own_connection(storage::connection& conn, publish_plan& plan) {
     while (auto step = plan.next()) {
       if (!exists) {
         try {
-          plan.accept(conn.run(plan.statements().get("insert_messages"),
+          plan.accept(conn.run(plan.statements().get(storage::sql::insert_messages),
                                storage::insert_params(step->values)));
           continue;
         } catch (const error& e) {
@@ -298,22 +281,21 @@ void run_on_own_connection(storage::connection& conn, publish_plan& plan) {
     }
     return;
   }
-  conn.exec("BEGIN", "publish");
+  conn.begin("publish");
   try {
     while (auto step = plan.next())
       plan.accept(conn.run(*step->statement, step->values));
-    conn.exec("COMMIT", "publish");
+    conn.commit("publish");
   } catch (...) {
-    if (conn.ok())
-      PQclear(PQexec(conn.native(), "ROLLBACK"));
+    conn.rollback_quietly();
     throw;
   }
 }
 
-void require_transaction(pg_conn* conn, std::string_view what) {
-  if (conn == nullptr)
+void require_transaction(const storage::borrowed_connection& conn, std::string_view what) {
+  if (conn.native() == nullptr)
     throw error(errc::invalid_argument, std::string(what) + ": no connection given");
-  if (PQtransactionStatus(conn) != PQTRANS_INTRANS)
+  if (!conn.in_transaction())
     throw error(errc::not_in_transaction,
                 std::string(what) + " requires an active transaction on the caller's connection "
                                     "(BEGIN first); nothing was written");
@@ -329,14 +311,6 @@ storage::statement_set_ptr statements_for(const area& where) {
     key = wanted;
   }
   return stmts;
-}
-
-std::vector<const char*> param_pointers(const storage::params& values) {
-  std::vector<const char*> out;
-  out.reserve(values.size());
-  for (const auto& p : values)
-    out.push_back(p ? p->c_str() : nullptr);
-  return out;
 }
 
 } // namespace detail

@@ -7,6 +7,7 @@
 
 #include "storage/connection.hpp"
 #include "storage/records.hpp"
+#include "storage/statements.hpp"
 #include "troupe/enqueue_options.hpp"
 #include "troupe/message.hpp"
 #include "troupe/middleware.hpp"
@@ -44,8 +45,8 @@ public:
   /// The result of the statement next() returned last.
   void accept(const storage::result& res);
   /// When the plan is one plain insert of at least `bulk_threshold` messages without a delay,
-  /// its rows, for a driver that writes them another way (a binary COPY); none otherwise.
-  std::optional<std::vector<storage::new_message>> bulk_rows() const;
+  /// its rows, for a driver that writes them another way (a binary COPY); null otherwise.
+  const std::vector<message>* bulk_rows() const;
   /// The rows bulk_rows() gave were written: the plan is complete.
   void accept_bulk();
 
@@ -99,12 +100,9 @@ std::string message_json(const message& m);
 void run_on_own_connection(storage::connection& conn, publish_plan& plan);
 
 /// Refuses (before any SQL) a caller's connection that is missing or not inside a transaction.
-void require_transaction(pg_conn* conn, std::string_view what);
+void require_transaction(const storage::borrowed_connection& conn, std::string_view what);
 
 /// The area's statements (validated, rendered once per area and thread, shared).
 storage::statement_set_ptr statements_for(const area& where);
-
-/// libpq's parameter array for `values`.
-std::vector<const char*> param_pointers(const storage::params& values);
 
 } // namespace troupe::detail

@@ -21,6 +21,28 @@ ON CONFLICT (node_id) DO NOTHING
 -- Graceful exit: the node's row goes, and its lock goes with the connection.
 DELETE FROM {{t:nodes}} WHERE node_id = $1
 
+-- name: listener_idle_timeout
+-- A listener's session must never end for being idle: it holds the node's liveness lock.
+-- (idle_session_timeout exists from PostgreSQL 14 on, and older servers skip this statement.)
+SELECT set_config('idle_session_timeout', '0', false)
+
+-- name: listener_lock_timeout
+-- Taking a node's lock back after a reconnect may wait for the old session to be noticed as
+-- gone: the wait is bounded, so that a stop request is never stuck behind it.
+SELECT set_config('lock_timeout', '5s', false)
+
+-- name: list_nodes
+-- Every registered node, and whether it holds its liveness lock (lock class $1, key node_id)
+-- now: a two-key advisory lock shows in pg_locks as classid, objid and objsubid 2.
+SELECT n.node_id, n.name, n.host, n.pid, n.queues::text,
+       (date_part('epoch', n.started_at) * 1000)::bigint,
+       EXISTS (SELECT 1 FROM pg_locks l
+                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                  AND l.classid = $1::integer::oid AND l.objid = n.node_id::oid)
+  FROM {{t:nodes}} n
+ ORDER BY n.node_id
+
 -- name: reap_dead_nodes
 -- One janitor pass. A node whose liveness lock is free (lock class $1) is first marked suspect,
 -- if its lock is still free once the grace period ($2 ms) has passed since then, it is dead: its

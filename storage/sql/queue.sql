@@ -7,13 +7,14 @@
 -- and wakes each distinct queue once: PostgreSQL folds identical notifications of a transaction,
 -- and the DISTINCT keeps a 1,000-row batch to one pg_notify call per queue. Re-enqueueing an
 -- existing id puts it back in the queue unless it was cancelled, or when $10 is false (a retry
--- of a publish whose reply was lost must not revive a message that already ran). eta uses the
--- server's clock.
+-- of a publish whose reply was lost must not revive a message that already ran). eta is the
+-- server's clock at the publish plus the delay: clock_timestamp(), read once per statement, since
+-- inside a caller's long transaction now() would be the transaction's start.
 WITH ins AS (
   INSERT INTO {{t:queue}} AS q
          (message_id, queue_name, task_name, args, options, priority, eta, enqueued_at)
   SELECT m.id, m.queue, m.task, m.args, m.options, m.priority,
-         now() + m.delay_ms * interval '1 millisecond',
+         (SELECT clock_timestamp()) + m.delay_ms * interval '1 millisecond',
          to_timestamp(m.ts_ms / 1000.0)
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::integer[],
                 $7::bigint[], $8::bigint[])
@@ -38,7 +39,7 @@ WITH ins AS (
   INSERT INTO {{t:queue}}
          (message_id, queue_name, task_name, args, options, priority, eta, enqueued_at)
   SELECT m.id, m.queue, m.task, m.args, m.options, m.priority,
-         now() + m.delay_ms * interval '1 millisecond',
+         (SELECT clock_timestamp()) + m.delay_ms * interval '1 millisecond',
          to_timestamp(m.ts_ms / 1000.0)
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::integer[],
                 $7::bigint[], $8::bigint[])
@@ -84,7 +85,7 @@ UPDATE {{t:queue}}
             FOR UPDATE SKIP LOCKED))
    AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
 RETURNING message_id::text, task_name, args::text, options::text, attempts, priority,
-          (date_part('epoch', enqueued_at) * 1000)::bigint
+          (date_part('epoch', enqueued_at) * 1000)::bigint, (date_part('epoch', eta) * 1000)::bigint
 
 -- name: claim_lock
 -- The first step of a claim in two steps (inside a transaction the caller began): locks up to
@@ -98,7 +99,8 @@ RETURNING message_id::text, task_name, args::text, options::text, attempts, prio
 -- through its alias: a bare message_id would be the text output column of that name, which
 -- the fetch index cannot give in order (every ready row would be read and sorted).
 SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::text,
-       q.attempts + 1, q.priority, (date_part('epoch', q.enqueued_at) * 1000)::bigint
+       q.attempts + 1, q.priority, (date_part('epoch', q.enqueued_at) * 1000)::bigint,
+       (date_part('epoch', q.eta) * 1000)::bigint
   FROM {{t:queue}} q
  WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
    AND q.state = 'queued' AND q.eta <= now()

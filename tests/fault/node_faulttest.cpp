@@ -31,7 +31,7 @@ struct fixture {
   fixture() {
     area.sql().exec(fmt::format("CREATE TABLE {}.runs (message_id uuid, node text, attempt int, "
                                 "at timestamptz DEFAULT clock_timestamp())",
-                                quote_identifier(area.where().schema)));
+                                storage::quote_identifier(area.where().schema)));
   }
 
   std::unique_ptr<testkit::child_process> worker(const std::string& name, int concurrency = 2,
@@ -48,7 +48,7 @@ struct fixture {
 
   std::int64_t runs(const std::string& where) {
     return area.scalar(fmt::format("SELECT count(*) FROM {}.runs WHERE {}",
-                                   quote_identifier(area.where().schema), where));
+                                   storage::quote_identifier(area.where().schema), where));
   }
 };
 
@@ -81,7 +81,7 @@ CAF_TEST(a node killed mid task loses nothing and its task finishes on another n
   // Only the message that was running when node-a died ran twice.
   CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM (SELECT message_id FROM {}.runs "
                                           "GROUP BY 1 HAVING count(*) > 1) d",
-                                          quote_identifier(area.where().schema))),
+                                          storage::quote_identifier(area.where().schema))),
                   1);
   b->signal(SIGTERM);
   CAF_CHECK_EQUAL(b->wait(20s), 0);
@@ -102,7 +102,7 @@ CAF_TEST(a node told to terminate stops gracefully with nothing lost and nothing
   CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0"), 40 - done);
   CAF_CHECK_EQUAL(runs("true"), done); // nothing started that did not finish
   CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM {}.nodes",
-                                          quote_identifier(area.where().schema))),
+                                          storage::quote_identifier(area.where().schema))),
                   0);
   // A new node finishes the rest, each exactly once.
   auto again = worker("node-u", 4, 10);

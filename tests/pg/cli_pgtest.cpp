@@ -87,9 +87,9 @@ CAF_TEST(upgrade brings an area made by version 1 up to date and keeps its messa
   const auto& first = storage::embedded::migrations().front();
   CAF_REQUIRE_EQUAL(first.number, 1);
   conn.exec("CREATE SCHEMA " + schema);
-  conn.run(stmts->get("create_versions_table"), {});
+  conn.run(stmts->get(storage::sql::create_versions_table), {});
   conn.exec(storage::render_sql(first.text, where));
-  conn.run(stmts->get("record_version"), {"1", std::string(first.name)});
+  conn.run(stmts->get(storage::sql::record_version), {"1", std::string(first.name)});
   client producer{client_options{dsn, where}};
   auto kept = producer.enqueue(job(1));
   // Deduplication needs migration 2: refused with the database's error until the upgrade.

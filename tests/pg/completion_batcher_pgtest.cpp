@@ -2,6 +2,7 @@
 #include <caf/test/unit_test.hpp>
 
 #include "actors/completion_batcher.hpp"
+#include "actors/protocol.hpp"
 #include "actors/storage_actor.hpp"
 #include "scratch_area.hpp"
 #include "storage/queries.hpp"
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 using namespace troupe;
+using namespace troupe::actors;
 using namespace std::chrono_literals;
 
 namespace {

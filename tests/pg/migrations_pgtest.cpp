@@ -16,9 +16,9 @@ CAF_TEST(init creates the area at the latest version and is idempotent) {
   testkit::scratch_area a; // runs migrate once
   CAF_CHECK_EQUAL(storage::current_version(a.sql(), a.statements()), storage::latest_migration());
   CAF_CHECK(storage::migrate(a.sql(), a.statements()).empty());
-  CAF_CHECK_EQUAL(
-    a.scalar(fmt::format("SELECT count(*) FROM {}.versions", quote_identifier(a.where().schema))),
-    storage::latest_migration());
+  CAF_CHECK_EQUAL(a.scalar(fmt::format("SELECT count(*) FROM {}.versions",
+                                       storage::quote_identifier(a.where().schema))),
+                  storage::latest_migration());
   CAF_CHECK_EQUAL(a.scalar(fmt::format("SELECT count(*) FROM {}", a.queue_table())), 0);
 }
 
@@ -38,7 +38,7 @@ CAF_TEST(the printed migration script builds the same area) {
   // Running it twice is harmless.
   a.sql().exec(storage::migration_script(other, 0));
   CAF_CHECK(storage::migrate(a.sql(), *stmts).empty());
-  a.sql().exec(fmt::format("DROP SCHEMA {} CASCADE", quote_identifier(other.schema)));
+  a.sql().exec(fmt::format("DROP SCHEMA {} CASCADE", storage::quote_identifier(other.schema)));
 }
 
 CAF_TEST(two prefixes share one schema without touching each other) {
@@ -47,9 +47,9 @@ CAF_TEST(two prefixes share one schema without touching each other) {
   auto stmts = storage::make_statement_set(second);
   CAF_CHECK_EQUAL(storage::migrate(a.sql(), *stmts).size(),
                   std::size_t(storage::latest_migration()));
-  CAF_CHECK_EQUAL(
-    a.scalar(fmt::format("SELECT count(*) FROM {}.b_queue", quote_identifier(a.where().schema))),
-    0);
+  CAF_CHECK_EQUAL(a.scalar(fmt::format("SELECT count(*) FROM {}.b_queue",
+                                       storage::quote_identifier(a.where().schema))),
+                  0);
 }
 
 CAF_TEST(migration 3 rebuilds the fetch index of an area at version 2 and keeps its messages) {
@@ -57,15 +57,16 @@ CAF_TEST(migration 3 rebuilds the fetch index of an area at version 2 and keeps 
   // A second area in the scratch schema, made by migrations 1 and 2 only.
   area old{a.where().schema, "v2_"};
   auto stmts = storage::make_statement_set(old);
-  a.sql().run(stmts->get("create_versions_table"), {});
+  a.sql().run(stmts->get(storage::sql::create_versions_table), {});
   for (const auto& m : storage::embedded::migrations()) {
     if (m.number > 2)
       continue;
     a.sql().exec(storage::render_sql(m.text, old));
-    a.sql().run(stmts->get("record_version"), {std::to_string(m.number), std::string(m.name)});
+    a.sql().run(stmts->get(storage::sql::record_version),
+                {std::to_string(m.number), std::string(m.name)});
   }
   CAF_REQUIRE_EQUAL(storage::current_version(a.sql(), *stmts), 2);
-  auto index = fmt::format("{}.v2_queue_fetch_idx", quote_identifier(old.schema));
+  auto index = fmt::format("{}.v2_queue_fetch_idx", storage::quote_identifier(old.schema));
   auto definition = [&] {
     return std::string(
       a.sql().exec(fmt::format("SELECT pg_get_indexdef('{}'::regclass)", index)).text(0, 0));

@@ -45,7 +45,7 @@ struct fixture {
   }
   std::int64_t keys(const std::string& where = "true") {
     return area.scalar(fmt::format("SELECT count(*) FROM {}.deduplication WHERE {}",
-                                   quote_identifier(area.where().schema), where));
+                                   storage::quote_identifier(area.where().schema), where));
   }
   static enqueue_options key(const std::string& k, std::chrono::milliseconds ttl = 60s) {
     return enqueue_options::deduplicated(k, ttl);
@@ -286,7 +286,7 @@ CAF_TEST(a batch mixes new messages and duplicates in input order) {
   hooks->before = 0;
   hooks->after = 0;
   storage::connection listener = storage::connection::open(area.dsn(), "listener");
-  listener.exec("LISTEN " + quote_identifier(wake_channel(area.where())));
+  listener.exec("LISTEN " + storage::quote_identifier(storage::wake_channel(area.where())));
   std::vector<message> batch{job(1), job(2), job(3), job(4)};
   auto out = producer.enqueue_many(batch, {key("a"), key("b"), {}, key("b")});
   CAF_REQUIRE_EQUAL(out.size(), 4u);
@@ -404,10 +404,10 @@ CAF_TEST(a deduplicated publish in a transaction that rolls back frees its key) 
 CAF_TEST(a failed deduplicated publish keeps the caller transaction usable) {
   auto caller = storage::connection::open(area.dsn(), "caller");
   caller.exec(
-    fmt::format("CREATE TABLE {}.orders (id int)", quote_identifier(area.where().schema)));
+    fmt::format("CREATE TABLE {}.orders (id int)", storage::quote_identifier(area.where().schema)));
   caller.exec("BEGIN");
-  caller.exec(
-    fmt::format("INSERT INTO {}.orders VALUES (1)", quote_identifier(area.where().schema)));
+  caller.exec(fmt::format("INSERT INTO {}.orders VALUES (1)",
+                          storage::quote_identifier(area.where().schema)));
   auto bad = job(1);
   bad.args_json = "[not json"; // refused by PostgreSQL, after the key was claimed
   auto [code, text] =
@@ -415,7 +415,7 @@ CAF_TEST(a failed deduplicated publish keeps the caller transaction usable) {
   CAF_CHECK_NOT_EQUAL(text, "");
   caller.exec("COMMIT");
   CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM {}.orders",
-                                          quote_identifier(area.where().schema))),
+                                          storage::quote_identifier(area.where().schema))),
                   1);
   CAF_CHECK_EQUAL(keys(), 0);
   CAF_CHECK_EQUAL(rows(), 0);
@@ -470,7 +470,7 @@ struct async_fixture : fixture {
     cfg.set("scheduler.max-threads", 1);
     sys.emplace(cfg);
     publisher = spawn_async_publisher(*sys, area.where());
-    orders = quote_identifier(area.where().schema) + ".orders";
+    orders = storage::quote_identifier(area.where().schema) + ".orders";
     area.sql().exec("CREATE TABLE " + orders + " (id int)");
   }
   ~async_fixture() {
@@ -491,7 +491,7 @@ struct async_fixture : fixture {
 caf::behavior publishing_actor(caf::event_based_actor* me, async_publisher_actor publisher,
                                caller_connection conn, caf::actor report_to) {
   return {
-    [=](run_atom, message& m, enqueue_options& o) {
+    [=](caf::put_atom, message& m, enqueue_options& o) {
       me->request(publisher, caf::infinite, enqueue_atom_v, conn, std::move(m), std::move(o))
         .then([=](const message& out) { me->send(report_to, out.id); },
               [=](caf::error& e) { me->send(report_to, describe(e)); });
@@ -521,7 +521,7 @@ CAF_TEST(an asynchronous publish waits without blocking any actor) {
   auto actor = sys->spawn(publishing_actor, *publisher, caller_connection{caller.native()},
                           caf::actor_cast<caf::actor>(self));
   auto other = sys->spawn(ponger, 0);
-  self->send(actor, run_atom_v, job(2), key("receipt-9"));
+  self->send(actor, caf::put_atom::value, job(2), key("receipt-9"));
   CAF_REQUIRE(testkit::wait_until([&] { return caller_waits(); }, 5s));
   // Both the publishing actor and another actor keep answering while the publish waits.
   for (int i = 0; i < 5; ++i) {
@@ -575,7 +575,7 @@ CAF_TEST(a cancelled asynchronous batch rolls back and the transaction stays usa
   caf::scoped_actor self{*sys};
   auto actor = sys->spawn(publishing_actor, *publisher, caller_connection{caller.native()},
                           caf::actor_cast<caf::actor>(self));
-  self->send(actor, run_atom_v, job(2), key("slow"));
+  self->send(actor, caf::put_atom::value, job(2), key("slow"));
   CAF_REQUIRE(testkit::wait_until([&] { return caller_waits(); }, 5s));
   self->send(actor, cancel_atom_v);
   std::string got;

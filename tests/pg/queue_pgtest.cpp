@@ -103,12 +103,12 @@ CAF_TEST(completions on a new area find their rows without rescanning the outcom
     retry.push_back("0");
     nulls.push_back(std::nullopt);
   }
-  const auto& st = area.statements().get("complete_batch");
+  const auto& st = area.statements().get(storage::sql::complete_batch);
   auto plan = area.sql().exec_params(
     "EXPLAIN (ANALYZE, FORMAT JSON) " + st.text,
     {std::to_string(n), storage::array_literal(ids), storage::array_literal(attempts),
      storage::array_literal(states), storage::array_literal(nulls), storage::array_literal(nulls),
-     storage::array_literal(retry), results_channel(area.where())},
+     storage::array_literal(retry), storage::results_channel(area.where())},
     "explain complete_batch");
   std::string text(plan.text(0, 0));
   auto scan = text.find("\"Function Scan\"");
@@ -319,7 +319,7 @@ CAF_TEST(a claim in two steps whose marking fails leaves its rows queued and unl
     BEGIN RAISE EXCEPTION 'no claims today'; END $$;
     CREATE TRIGGER refuse_claims BEFORE UPDATE ON {1} FOR EACH ROW
       WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.refuse_claims())",
-                              quote_identifier(area.where().schema), area.queue_table()));
+                              storage::quote_identifier(area.where().schema), area.queue_table()));
   auto claimer = storage::connection::open(area.dsn(), "claimer");
   auto id = node(claimer);
   std::size_t handed_out = 0;
@@ -375,7 +375,7 @@ CAF_TEST(released messages go back as if never claimed and wake their queue) {
   auto n = node(area.sql());
   auto c = storage::claim_batch(area.sql(), area.statements(), "default", n, 3);
   auto listener = storage::connection::open(area.dsn(), "listener");
-  listener.exec("LISTEN " + quote_identifier(wake_channel(area.where())));
+  listener.exec("LISTEN " + storage::quote_identifier(storage::wake_channel(area.where())));
   CAF_CHECK_EQUAL(storage::release_claimed(area.sql(), area.statements(), n, c.messages), 3);
   CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0 AND owner_node IS NULL"), 3);
   // Other nodes start them at once, not at their next poll.
@@ -390,7 +390,7 @@ CAF_TEST(a node whose lock stays free past the grace is dead and its messages go
   for (int i = 0; i < 4; ++i)
     producer.enqueue(job(i));
   auto listener = storage::connection::open(area.dsn(), "listener");
-  listener.exec("LISTEN " + quote_identifier(wake_channel(area.where())));
+  listener.exec("LISTEN " + storage::quote_identifier(storage::wake_channel(area.where())));
   {
     auto doomed = storage::connection::open(area.dsn(), "doomed-node");
     auto id = storage::register_node(doomed, area.statements(), who);
@@ -447,7 +447,8 @@ CAF_TEST(a running message whose owner has no row is recovered) {
   producer.enqueue(job(1));
   auto id = node(area.sql());
   storage::claim_batch(area.sql(), area.statements(), "default", id, 1);
-  area.sql().exec(fmt::format("DELETE FROM {}.nodes", quote_identifier(area.where().schema)));
+  area.sql().exec(
+    fmt::format("DELETE FROM {}.nodes", storage::quote_identifier(area.where().schema)));
   auto r = storage::reap_dead_nodes(area.sql(), area.statements(), 60s);
   CAF_CHECK_EQUAL(r.recovered, 1);
 }
@@ -474,7 +475,7 @@ CAF_TEST(invalid names are refused before any SQL) {
 
 CAF_TEST(a batch is one transaction and one notification per queue) {
   auto listener = storage::connection::open(area.dsn(), "listener");
-  listener.exec("LISTEN " + quote_identifier(wake_channel(area.where())));
+  listener.exec("LISTEN " + storage::quote_identifier(storage::wake_channel(area.where())));
   std::vector<message> batch;
   for (int i = 0; i < 50; ++i)
     batch.push_back(job(i).on_queue(i % 2 ? "odd" : "even"));
@@ -515,7 +516,7 @@ CAF_TEST(vacuum_queue vacuums only past the dead rows it is given) {
   CAF_CHECK_EQUAL(stats("n_dead_tup"), 0);
   CAF_CHECK_EQUAL(area.scalar("SHOW statement_timeout"), 0); // the 30 s bound is reset
   // A role that owns neither the table nor the database is told so, and nothing runs.
-  auto schema = quote_identifier(area.where().schema);
+  auto schema = storage::quote_identifier(area.where().schema);
   conn.exec("DROP ROLE IF EXISTS troupe_test_stranger");
   conn.exec("CREATE ROLE troupe_test_stranger");
   conn.exec("GRANT USAGE ON SCHEMA " + schema + " TO troupe_test_stranger");
@@ -529,15 +530,15 @@ CAF_TEST(vacuum_queue vacuums only past the dead rows it is given) {
 }
 
 CAF_TEST(a COPY in parts writes every part in one transaction) {
-  std::vector<storage::new_message> rows;
+  std::vector<message> rows;
   for (int i = 0; i < 9; ++i)
-    rows.push_back(to_new_message(job(i)));
-  std::span<const storage::new_message> all(rows);
+    rows.push_back(job(i));
+  std::span<const message> all(rows);
   std::vector<std::string> parts{storage::copy_messages_data(all.first(3)),
                                  storage::copy_messages_data(all.subspan(3, 2)),
                                  storage::copy_messages_data(all.subspan(5))};
   auto& conn = area.sql();
-  const auto& copy = area.statements().get("copy_messages");
+  const auto& copy = area.statements().get(storage::sql::copy_messages);
   // A broken second part: the first is rolled back with it, and the error names the statement.
   auto broken = parts;
   broken[1] = "not a COPY input";
@@ -568,13 +569,13 @@ CAF_TEST(a COPY in parts writes every part in one transaction) {
 CAF_TEST(a COPY whose following statement fails writes nothing and names the failure) {
   // copy_in_parts sends the COPY with what follows it as one query; an error after the COPY
   // (here before the COMMIT) must not pass for success.
-  std::vector<storage::new_message> rows;
+  std::vector<message> rows;
   for (int i = 0; i < 3; ++i)
-    rows.push_back(to_new_message(job(i)));
+    rows.push_back(job(i));
   auto& conn = area.sql();
   try {
-    conn.copy_in_parts(area.statements().get("copy_messages"), {storage::copy_messages_data(rows)},
-                       "BEGIN; ", "; SELECT 1 / 0; COMMIT");
+    conn.copy_in_parts(area.statements().get(storage::sql::copy_messages),
+                       {storage::copy_messages_data(rows)}, "BEGIN; ", "; SELECT 1 / 0; COMMIT");
     CAF_FAIL("a failed statement after the COPY passed for success");
   } catch (const error& e) {
     CAF_CHECK(e.sqlstate() == "22012"); // division_by_zero

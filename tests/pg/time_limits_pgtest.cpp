@@ -16,9 +16,13 @@ namespace {
 task_ref<void()> cooperative{"cooperative"};
 task_ref<void()> stubborn{"stubborn"};
 task_ref<void()> long_runner{"long_runner"};
+task_ref<void()> stuck{"stuck"};
 
 struct counters {
   std::atomic<int> stubborn_returned{0};
+  std::atomic<bool> release_stuck{false};
+  std::atomic<int> stuck_started{0};
+  std::atomic<int> stuck_returned{0};
   std::atomic<int> long_runner_started{0};
   std::atomic<bool> saw_shutdown{false};
 };
@@ -51,6 +55,17 @@ struct fixture : testkit::node_harness {
         ++seen->stubborn_returned;
       },
       ignores);
+    task_options never_returns = limited;
+    tasks->define(
+      stuck,
+      [seen] {
+        ++seen->stuck_started;
+        // Ignores its time limit, and returns only when the test says so.
+        while (!seen->release_stuck)
+          std::this_thread::sleep_for(5ms);
+        ++seen->stuck_returned;
+      },
+      never_returns);
     task_options told;
     told.notify_shutdown = true;
     told.max_retries = 0;
@@ -130,6 +145,40 @@ CAF_TEST(a task that asked for it is told the node is shutting down) {
                                     "error->>'type' = 'troupe::shutdown_requested'",
                                     m.id)),
                   1);
+}
+
+CAF_TEST(an actor system shuts down while an abandoned task still runs) {
+  start_node();
+  auto m = producer.enqueue(stuck());
+  CAF_REQUIRE(testkit::wait_until(
+    [&] {
+      return count(fmt::format("message_id = '{}' AND state = 'failed' AND "
+                               "error->>'type' = 'troupe::time_limit_abandoned'",
+                               m.id)) == 1;
+    },
+    10s));
+  CAF_CHECK_EQUAL(seen->stuck_started, 1);
+  auto r = stop();
+  CAF_CHECK_EQUAL(r.abandoned, 1); // its thread still runs the task
+  // The application's actor system goes, with the task still inside its thread. A watchdog
+  // lets the task go after 10 s, in case the shutdown waits for it (the defect).
+  std::atomic<bool> down{false};
+  std::thread watchdog([&] {
+    auto until = std::chrono::steady_clock::now() + 10s;
+    while (!down && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(10ms);
+    seen->release_stuck = true;
+  });
+  shut_down_actor_system();
+  int returned_before = seen->stuck_returned;
+  down = true;
+  watchdog.join();
+  CAF_CHECK_EQUAL(returned_before, 0); // the system did not wait for the task
+  // The thread ends once its task returns, and touches nothing: the row stays as the
+  // abandonment left it.
+  CAF_CHECK(testkit::wait_until([&] { return seen->stuck_returned == 1; }, 10s));
+  CAF_CHECK_EQUAL(
+    count(fmt::format("message_id = '{}' AND state = 'failed' AND attempts = 1", m.id)), 1);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

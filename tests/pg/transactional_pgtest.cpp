@@ -23,20 +23,20 @@ struct fixture {
 
   fixture() {
     area.sql().exec(fmt::format("CREATE TABLE {}.orders (id int PRIMARY KEY)",
-                                quote_identifier(area.where().schema)));
-    listener.exec("LISTEN " + quote_identifier(wake_channel(area.where())));
+                                storage::quote_identifier(area.where().schema)));
+    listener.exec("LISTEN " + storage::quote_identifier(storage::wake_channel(area.where())));
   }
 
   std::int64_t count(const std::string& where) {
     return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
   }
   std::int64_t orders() {
-    return area.scalar(
-      fmt::format("SELECT count(*) FROM {}.orders", quote_identifier(area.where().schema)));
+    return area.scalar(fmt::format("SELECT count(*) FROM {}.orders",
+                                   storage::quote_identifier(area.where().schema)));
   }
   void insert_order(int id) {
-    caller.exec(
-      fmt::format("INSERT INTO {}.orders VALUES ({})", quote_identifier(area.where().schema), id));
+    caller.exec(fmt::format("INSERT INTO {}.orders VALUES ({})",
+                            storage::quote_identifier(area.where().schema), id));
   }
   // Notifications the listener got (waits a little for them to arrive).
   int notifications() {

@@ -64,7 +64,7 @@ struct fixture {
       BEGIN PERFORM pg_sleep({2}); RETURN NEW; END $$;
       CREATE TRIGGER slow_claims BEFORE UPDATE ON {1} FOR EACH ROW
         WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.slow_claims())",
-                                quote_identifier(area.where().schema), area.queue_table(),
+                                storage::quote_identifier(area.where().schema), area.queue_table(),
                                 seconds));
   }
 
@@ -125,8 +125,8 @@ CAF_TEST(unknown tasks and undecodable arguments are failed with a reason) {
 CAF_TEST(a stale or malformed notification is ignored) {
   auto node = spawn_worker_node(*sys, options(), tasks);
   for (const char* payload : {"", "Not A Queue", "{\"message_id\":1}", "no_such_queue", "default"})
-    area.sql().exec_params("SELECT pg_notify($1, $2)", {wake_channel(area.where()), payload},
-                           "notify");
+    area.sql().exec_params("SELECT pg_notify($1, $2)",
+                           {storage::wake_channel(area.where()), payload}, "notify");
   producer.enqueue(add(20, 22));
   CAF_CHECK(
     testkit::wait_until([&] { return count("state = 'done' AND result = '42'") == 1; }, 20s));
@@ -217,7 +217,7 @@ CAF_TEST(a graceful stop finishes running tasks and hands back prefetched ones) 
   CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0"), 6 - r.executed);
   CAF_CHECK(r.released >= 1);
   CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM {}.nodes",
-                                          quote_identifier(area.where().schema))),
+                                          storage::quote_identifier(area.where().schema))),
                   0);
 }
 
@@ -285,7 +285,7 @@ CAF_TEST(a claim that fails after its messages started loses none of them) {
     END $$;
     CREATE TRIGGER fail_first_claim BEFORE UPDATE ON {1} FOR EACH ROW
       WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.fail_first_claim())",
-                              quote_identifier(area.where().schema), area.queue_table()));
+                              storage::quote_identifier(area.where().schema), area.queue_table()));
   std::vector<message> batch;
   for (int i = 0; i < 20; ++i)
     batch.push_back(add(i, 1));
@@ -296,7 +296,7 @@ CAF_TEST(a claim that fails after its messages started loses none of them) {
   CAF_CHECK_EQUAL(count("state = 'done' AND result::int = (args->>0)::int + 1 AND attempts = 1"),
                   20);
   CAF_CHECK(area.scalar(fmt::format("SELECT last_value FROM {}.claims_seen",
-                                    quote_identifier(area.where().schema))) > 1);
+                                    storage::quote_identifier(area.where().schema))) > 1);
   stop(node);
 }
 
@@ -308,11 +308,11 @@ CAF_TEST(a claim that keeps failing is retried with a growing backoff) {
     BEGIN PERFORM nextval('{0}.claims_seen'); RAISE EXCEPTION 'claims refused'; END $$;
     CREATE TRIGGER refuse_claims BEFORE UPDATE ON {1} FOR EACH ROW
       WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.refuse_claims())",
-                              quote_identifier(area.where().schema), area.queue_table()));
+                              storage::quote_identifier(area.where().schema), area.queue_table()));
   auto claims_seen = [&] {
     return area.scalar(fmt::format("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM "
                                    "{}.claims_seen",
-                                   quote_identifier(area.where().schema)));
+                                   storage::quote_identifier(area.where().schema)));
   };
   producer.enqueue(add(1, 1));
   auto node = spawn_worker_node(*sys, options(), tasks);
@@ -344,50 +344,43 @@ CAF_TEST(two nodes share a queue and never run a message twice) {
 CAF_TEST(a CAF producer publishes through a storage pool without blocking) {
   auto pool = spawn_storage_pool(*sys, area.dsn(), area.where());
   caf::scoped_actor self{*sys};
-  std::vector<storage::new_message> rows{to_new_message(add(5, 5)), to_new_message(add(6, 6))};
-  std::int64_t n = 0;
-  self->request(pool, 10s, enqueue_atom_v, rows)
-    .receive([&](std::int64_t k) { n = k; }, [&](caf::error& e) { CAF_FAIL(describe(e)); });
-  CAF_CHECK_EQUAL(n, 2);
+  std::vector<message> batch{add(5, 5), add(6, 6)};
+  std::vector<message> out;
+  self->request(pool, 10s, enqueue_atom_v, batch, std::vector<enqueue_options>{})
+    .receive([&](std::vector<message>& published) { out = std::move(published); },
+             [&](caf::error& e) { CAF_FAIL(describe(e)); });
+  CAF_REQUIRE_EQUAL(out.size(), 2u);
+  CAF_CHECK_EQUAL(out[0].id, batch[0].id);
   CAF_CHECK_EQUAL(count("state = 'queued'"), 2);
   self->send_exit(pool, caf::exit_reason::user_shutdown);
 }
 
-CAF_TEST(an executor that dies is replaced by its consumer and no message is lost) {
-  auto node = spawn_worker_node(*sys, options(1, 0), tasks);
+CAF_TEST(a node answers ready once it claims and refuses it once stopped) {
+  auto node = spawn_worker_node(*sys, options(), tasks);
   caf::scoped_actor self{*sys};
-  consumer_actor consumer; // there once the node has registered
-  CAF_REQUIRE(testkit::wait_until(
-    [&] {
-      self->request(node, 5s, caf::get_atom::value, std::string("default"))
-        .receive([&](const consumer_actor& c) { consumer = c; }, [](caf::error&) {});
-      return static_cast<bool>(consumer);
-    },
-    10s));
-  auto executors = [&] {
-    std::vector<caf::actor> out;
-    self->request(consumer, 5s, status_atom_v)
-      .receive([&](const consumer_report& r) { out = r.executors; }, [](caf::error&) {});
-    return out;
-  };
-  auto before = executors();
-  CAF_REQUIRE_EQUAL(before.size(), 1u);
-  // Kill the executor and publish right away: the message lands either on the dying executor
-  // (its attempt is then failed as executor_crashed and retried) or on its replacement.
-  // (An exit reason the consumer can trap: `kill` would take the linked consumer down too, and
-  // the node supervisor would replace the whole consumer instead.)
-  self->send_exit(before[0], caf::make_error(caf::sec::runtime_error, "killed by the test"));
-  auto m = producer.enqueue(add(40, 2).with_priority(0));
+  node_report ready;
+  self->request(node, 10s, ready_atom_v)
+    .receive([&](const node_report& r) { ready = r; },
+             [&](caf::error& e) { CAF_FAIL("not ready: " << describe(e)); });
+  CAF_CHECK(ready.node_id > 0);
+  CAF_CHECK_EQUAL(ready.name, "test-node");
+  CAF_CHECK_EQUAL(
+    area.scalar(fmt::format("SELECT count(*) FROM {}.nodes WHERE node_id = {}",
+                            storage::quote_identifier(area.where().schema), ready.node_id)),
+    1);
+  // A message published now is claimed by the node that said it is ready.
+  auto m = producer.enqueue(add(1, 2));
   CAF_CHECK(testkit::wait_until(
-    [&] {
-      auto now = executors();
-      return now.size() == 1u && now[0] != before[0];
-    },
-    10s));
-  producer.enqueue(add(1, 1));
-  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 2; }, 30s));
-  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND result = '42'", m.id)), 1);
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", m.id)) == 1; }, 10s));
+  // Asking again answers at once.
+  self->request(node, 1s, ready_atom_v)
+    .receive([&](const node_report& r) { CAF_CHECK_EQUAL(r.node_id, ready.node_id); },
+             [&](caf::error& e) { CAF_FAIL(describe(e)); });
   stop(node);
+  bool refused = false;
+  self->request(node, 5s, ready_atom_v)
+    .receive([&](const node_report&) {}, [&](caf::error&) { refused = true; });
+  CAF_CHECK(refused);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

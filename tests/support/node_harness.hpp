@@ -18,14 +18,18 @@ struct node_harness {
   scratch_area area;
   client producer{client_options{area.dsn(), area.where()}};
   caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
+  std::optional<caf::actor_system> system{std::in_place, cfg};
+  caf::actor_system& sys = *system; // until shut_down_actor_system()
   std::shared_ptr<task_registry> tasks = std::make_shared<task_registry>();
   std::optional<node_actor> node;
 
   ~node_harness() {
-    if (node)
+    if (node && system)
       stop();
   }
+
+  /// Destroys the actor system (the node must be stopped first); `sys` is gone afterwards.
+  void shut_down_actor_system() { system.reset(); }
 
   /// Settings of a node on this area with one queue, "default".
   node_options options(queue_options q = {}) const {

@@ -53,14 +53,16 @@ scratch_area::~scratch_area() {
   try {
     if (!conn_.ok())
       conn_ = storage::connection::open(dsn_, "troupe-test");
-    conn_.exec(fmt::format("DROP SCHEMA IF EXISTS {} CASCADE", quote_identifier(area_.schema)));
+    conn_.exec(
+      fmt::format("DROP SCHEMA IF EXISTS {} CASCADE", storage::quote_identifier(area_.schema)));
   } catch (...) {
     // A test that broke the server leaves a schema behind in a throwaway cluster.
   }
 }
 
 std::string scratch_area::queue_table() const {
-  return quote_identifier(area_.schema) + "." + quote_identifier(area_.prefix + "queue");
+  return storage::quote_identifier(area_.schema) + "." +
+         storage::quote_identifier(area_.prefix + "queue");
 }
 
 std::int64_t scratch_area::scalar(const std::string& query) {

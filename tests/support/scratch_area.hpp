@@ -3,6 +3,7 @@
 #pragma once
 
 #include "storage/connection.hpp"
+#include "storage/naming.hpp"
 #include "storage/statements.hpp"
 #include "troupe/area.hpp"
 

@@ -5,6 +5,7 @@
 //   sleep_ms(int ms)  notes its run, then sleeps
 //   crash_once()      notes its run; on its first attempt brings the whole process down
 #include "storage/connection.hpp"
+#include "storage/naming.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
 #include "troupe/task.hpp"
@@ -34,7 +35,7 @@ void note_run(const troupe::task_context& ctx) {
         conn.emplace(troupe::storage::connection::open(g_dsn, "troupe-test-task"));
       conn->exec_params(fmt::format("INSERT INTO {}.runs (message_id, node, attempt) "
                                     "VALUES ($1, $2, $3)",
-                                    troupe::quote_identifier(g_schema)),
+                                    troupe::storage::quote_identifier(g_schema)),
                         {ctx.message_id, g_name, std::to_string(ctx.attempt)}, "note_run");
       return;
     } catch (const troupe::error& e) {

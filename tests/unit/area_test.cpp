@@ -1,6 +1,7 @@
 #define CAF_SUITE area
 #include <caf/test/unit_test.hpp>
 
+#include "storage/naming.hpp"
 #include "troupe/area.hpp"
 #include "troupe/error.hpp"
 
@@ -54,25 +55,25 @@ CAF_TEST(schemas and prefixes are validated) {
 }
 
 CAF_TEST(identifiers are quoted with inner quotes doubled) {
-  CAF_CHECK_EQUAL(quote_identifier("queue"), "\"queue\"");
-  CAF_CHECK_EQUAL(quote_identifier("jobs\"_"), "\"jobs\"\"_\"");
+  CAF_CHECK_EQUAL(storage::quote_identifier("queue"), "\"queue\"");
+  CAF_CHECK_EQUAL(storage::quote_identifier("jobs\"_"), "\"jobs\"\"_\"");
 }
 
 CAF_TEST(the wake channel fits 63 bytes and is hashed when long) {
-  CAF_CHECK_EQUAL(wake_channel(area{}), "troupe.wake");
-  CAF_CHECK_EQUAL(wake_channel(area{"app", "jobs_"}), "app.jobs_wake");
+  CAF_CHECK_EQUAL(storage::wake_channel(area{}), "troupe.wake");
+  CAF_CHECK_EQUAL(storage::wake_channel(area{"app", "jobs_"}), "app.jobs_wake");
   area long_area{std::string(63, 's'), std::string(32, 'p')};
-  auto ch = wake_channel(long_area);
+  auto ch = storage::wake_channel(long_area);
   CAF_CHECK(ch.size() <= 63);
   CAF_CHECK(ch.starts_with("troupe."));
   area other{std::string(63, 's'), std::string(31, 'p')};
-  CAF_CHECK_NOT_EQUAL(wake_channel(other), ch);
-  CAF_CHECK_EQUAL(wake_channel(long_area), ch);
+  CAF_CHECK_NOT_EQUAL(storage::wake_channel(other), ch);
+  CAF_CHECK_EQUAL(storage::wake_channel(long_area), ch);
 }
 
 CAF_TEST(node lock classes are positive and differ per area) {
-  auto a = node_lock_class(area{});
-  auto b = node_lock_class(area{"troupe", "x_"});
+  auto a = storage::node_lock_class(area{});
+  auto b = storage::node_lock_class(area{"troupe", "x_"});
   CAF_CHECK(a > 0);
   CAF_CHECK(b > 0);
   CAF_CHECK_NOT_EQUAL(a, b);

@@ -3,7 +3,7 @@
 #define CAF_SUITE config
 #include <caf/test/unit_test.hpp>
 
-#include "config/settings.hpp"
+#include "troupe/config.hpp"
 #include "troupe/error.hpp"
 
 #include <cstdlib>

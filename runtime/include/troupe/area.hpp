@@ -2,7 +2,7 @@
 // identifier derived from an area or a queue name is validated here before any SQL sees it.
 #pragma once
 
-#include <cstdint>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -34,19 +34,5 @@ void validate_area(const area& a);
 
 /// Whether `name` is a valid queue name (no exception).
 bool is_valid_queue_name(std::string_view name) noexcept;
-
-/// `"x"` with inner quotes doubled: a PostgreSQL quoted identifier.
-std::string quote_identifier(std::string_view name);
-
-/// The NOTIFY channel of an area: "<schema>.<prefix>wake" when it fits 63 bytes, otherwise
-/// "troupe." followed by a 16-digit hash of the area.
-std::string wake_channel(const area& a);
-
-/// The channel that wakes result waiters: "<schema>.<prefix>results", hashed like wake_channel
-/// when too long.
-std::string results_channel(const area& a);
-
-/// The first key of every node liveness lock of this area (a positive 31-bit hash).
-std::int32_t node_lock_class(const area& a);
 
 } // namespace troupe

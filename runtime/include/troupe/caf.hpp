@@ -1,15 +1,142 @@
-// Troupe inside a CAF application: spawn a worker node into an existing actor system and talk
-// to it (and to its storage) through the typed handles of <troupe/protocol.hpp>.
+// Troupe inside a CAF application: spawn a worker node into an existing actor system, publish
+// from actors without blocking them, and wait for results. These typed handles are everything
+// an application talks to; the node's own actors and their messages are internal.
+//
+//   auto node = troupe::spawn_worker_node(sys, options, tasks);
+//   self->request(node, caf::infinite, troupe::ready_atom_v).then(...);   // claiming now
+//   self->request(node, caf::infinite, troupe::stop_atom_v).then(...);    // graceful stop
+//
+// Includes CAF: include it only where actors are spawned or addressed.
 #pragma once
 
-#include "troupe/client.hpp"
+#include "troupe/enqueue_options.hpp"
+#include "troupe/error.hpp"
+#include "troupe/message.hpp"
+#include "troupe/middleware.hpp"
 #include "troupe/node_options.hpp"
-#include "troupe/protocol.hpp"
 #include "troupe/task.hpp"
 
+#include <caf/all.hpp>
+#include <caf/type_id.hpp>
+
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
+
+// The atoms of Troupe's public actor interfaces. Register the block (and Troupe's internal one
+// after it, which starts at caf::id_block::troupe::end) only when messages cross a process;
+// local messaging needs no registration.
+CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
+CAF_ADD_ATOM(troupe, troupe, stop_atom, "stop")
+CAF_ADD_ATOM(troupe, troupe, status_atom, "status")
+CAF_ADD_ATOM(troupe, troupe, ready_atom, "ready")
+CAF_ADD_ATOM(troupe, troupe, enqueue_atom, "enqueue")
+CAF_ADD_ATOM(troupe, troupe, cancel_atom, "cancel")
+CAF_END_TYPE_ID_BLOCK(troupe)
+
+struct pg_conn; // libpq's PGconn
 
 namespace troupe {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, message& x) {
+  return f(caf::meta::type_name("message"), x.id, x.queue, x.task, x.args_json, x.options_json,
+           x.priority, x.delay_ms, x.timestamp_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, enqueue_options& x) {
+  // Milliseconds on the wire; a negative delay stands for "none" (a real one is never
+  // negative).
+  std::int64_t delay_ms = x.delay ? x.delay->count() : -1;
+  std::int64_t ttl_ms = x.deduplication_ttl.count();
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (delay_ms >= 0)
+      x.delay = std::chrono::milliseconds{delay_ms};
+    else
+      x.delay.reset();
+    x.deduplication_ttl = std::chrono::milliseconds{ttl_ms};
+    return caf::none;
+  });
+  return f(caf::meta::type_name("enqueue_options"), delay_ms, x.deduplication_key, ttl_ms, load);
+}
+
+/// A node's account of itself: the reply to status, ready and stop requests.
+struct node_report {
+  /// 0 until the node has registered.
+  std::int32_t node_id = 0;
+  /// Its name in the nodes registry and the logs.
+  std::string name;
+  /// Attempts finished by this node's executors since it started (summed over consumers).
+  std::int64_t executed = 0;
+  /// Messages handed back to the queue unstarted at shutdown.
+  std::int64_t released = 0;
+  /// Tasks still running when the shutdown grace ran out, plus executors abandoned past a time
+  /// limit whose task had not returned yet.
+  std::int64_t abandoned = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_report& x) {
+  return f(caf::meta::type_name("node_report"), x.node_id, x.name, x.executed, x.released,
+           x.abandoned);
+}
+
+/// A worker node, as its application addresses it.
+using node_actor = caf::typed_actor<
+  // graceful stop: stop claiming, finish or abandon running tasks within the grace period,
+  // hand back prefetched messages, flush outcomes, deregister; replies once the node is down
+  // (an error of category "troupe" when it is already stopping)
+  caf::replies_to<stop_atom>::with<node_report>,
+  // the node's counters now
+  caf::replies_to<status_atom>::with<node_report>,
+  // replies once the node has registered and its consumers are claiming (at once when they
+  // already are); an error when the node stops or fails first
+  caf::replies_to<ready_atom>::with<node_report>>;
+
+/// Publishes for producers inside a CAF application without blocking them: up to 1,000
+/// messages atomically, with per-message options (empty, or one entry per message: delay,
+/// deduplication key and lifetime). Replies with the messages as stored, in input order, a
+/// duplicate's place holding the message that holds its key; refusals are errors of category
+/// "troupe" (describe() reads them), given before any database access.
+using storage_pool_actor =
+  caf::typed_actor<caf::replies_to<enqueue_atom, std::vector<message>,
+                                   std::vector<enqueue_options>>::with<std::vector<message>>>;
+
+/// A caller's own libpq connection (non-blocking mode, inside a transaction), lent to the
+/// async publisher for one publish. The caller keeps ownership and must not use it until the
+/// reply arrives. Only meaningful inside one process.
+struct caller_connection {
+  pg_conn* native = nullptr;
+};
+
+/// Publishes on callers' own connections inside their transactions without blocking them: the
+/// CAF form of troupe::async_publish. One detached actor multiplexes every publish in flight
+/// with poll(2) and replies when each is done; the requesting actor keeps handling messages
+/// meanwhile. Errors are CAF errors of category "troupe": the same refusals as the
+/// synchronous functions, and `cancelled` after a cancel_atom.
+using async_publisher_actor = caf::typed_actor<
+  // a batch: all or nothing in a savepoint of the caller's transaction
+  caf::replies_to<enqueue_atom, caller_connection, std::vector<message>,
+                  std::vector<enqueue_options>>::with<std::vector<message>>,
+  // one message: one statement (a savepoint only with a deduplication key)
+  caf::replies_to<enqueue_atom, caller_connection, message, enqueue_options>::with<message>,
+  // cancel the publish in flight on that connection (if any)
+  caf::reacts_to<cancel_atom, caller_connection>>;
+
+/// Waits for results without blocking the requester: `(get_atom, message id, timeout ms)`
+/// replies with the result's JSON text once the message has finished, or with an error of
+/// category "troupe" (not_found, timeout, task_failed "type: text", task_skipped,
+/// task_cancelled). A detached actor with its own connection, LISTENing on the area's results
+/// channel, polling every 500 ms while it has waiters in case a notification was missed.
+using result_waiter_actor =
+  caf::typed_actor<caf::replies_to<caf::get_atom, std::string, std::int64_t>::with<std::string>>;
+
+/// Turns a Troupe error code and text into a CAF error (category "troupe").
+caf::error make_caf_error(errc code, std::string text);
+/// The Troupe error held by a CAF error, for logs: "<code>: <text>".
+std::string describe(const caf::error& err);
 
 /// Spawns a worker node into `sys`: its supervisor, listener, storage pool, one consumer per
 /// configured queue, the completion batcher and the janitor. Throws troupe::error
@@ -21,18 +148,13 @@ node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
                              std::shared_ptr<const task_registry> tasks);
 
 /// Spawns a storage pool of `connections` storage actors for producers inside a CAF
-/// application: `(enqueue_atom, std::vector<message>, std::vector<enqueue_options>)` publishes
-/// up to 1,000 messages atomically, with delays and deduplication keys, without blocking the
-/// caller (and `(enqueue_atom, std::vector<storage::new_message>)` inserts raw rows). No
-/// middleware runs there. Stop it with send_exit.
-storage_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn, const area& where,
-                                 int connections = 1);
+/// application (see storage_pool_actor). No middleware runs there. Stop it with send_exit.
+storage_pool_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn,
+                                      const area& where, int connections = 1);
 
 /// Spawns the async publisher for callers' own transactions in area `where` (see
-/// async_publisher_actor): `(enqueue_atom, caller_connection, batch, options)` and
-/// `(enqueue_atom, caller_connection, message, options)`, answered once the statements ran on
-/// the caller's non-blocking connection; `(cancel_atom, caller_connection)` cancels. The
-/// enqueue hooks of `middleware` run on the publisher's thread. Stop it with send_exit.
+/// async_publisher_actor). The enqueue hooks of `middleware` run on the publisher's thread.
+/// Stop it with send_exit.
 async_publisher_actor spawn_async_publisher(caf::actor_system& sys, const area& where,
                                             std::vector<middleware_ptr> middleware = {});
 
@@ -41,3 +163,5 @@ result_waiter_actor spawn_result_waiter(caf::actor_system& sys, const std::strin
                                         const area& where);
 
 } // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::caller_connection)

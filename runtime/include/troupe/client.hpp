@@ -15,11 +15,6 @@
 #include <string>
 #include <vector>
 
-namespace troupe::storage {
-struct new_message;
-struct finished_message;
-} // namespace troupe::storage
-
 namespace troupe {
 
 /// How long get_result waits by default when asked to block.
@@ -41,13 +36,6 @@ private:
   std::string failure_type_;
   std::string failure_text_;
 };
-
-/// The result JSON of a finished message, or the result_error it stands for (shared by
-/// client::get_result_json and the result waiter actor).
-std::string result_of(const storage::finished_message& m);
-
-/// The storage row of a message (also what `enqueue_atom` takes from CAF producers).
-storage::new_message to_new_message(const message& m);
 
 /// Where a client publishes.
 struct client_options {

@@ -52,6 +52,10 @@ message make_message(std::string queue, std::string task, std::string args_json)
 /// an invalid queue name, an id that is not a UUID, no task name, a negative delay.
 void validate_message(const message& m);
 
+/// validate_message, then `m`'s id in its canonical spelling (lower-case, hyphenated), as the
+/// row, the task's context and notifications spell it: what every publish returns.
+void normalize_message(message& m);
+
 /// A fresh time-ordered UUID (version 7) in canonical lower-case text.
 std::string new_message_id();
 

@@ -2,9 +2,11 @@
 // No CAF in this header; applications with their own actor system use <troupe/caf.hpp>.
 #pragma once
 
+#include "troupe/middleware.hpp"
 #include "troupe/node_options.hpp"
 #include "troupe/task.hpp"
 
+#include <future>
 #include <memory>
 
 namespace troupe {
@@ -15,6 +17,8 @@ struct run_summary {
   int exit_code = 0;
   std::int64_t executed = 0;
   std::int64_t released = 0;
+  /// Tasks still running when the shutdown grace ran out, and tasks of attempts abandoned past
+  /// their time limit that had not returned yet: their threads are still running.
   std::int64_t abandoned = 0;
 };
 
@@ -29,13 +33,19 @@ public:
 
   /// Blocks SIGTERM and SIGINT in this thread (and in the threads it starts), starts the node
   /// and returns after a graceful stop: claiming stops, running tasks get the grace period,
-  /// prefetched messages go back, outcomes are flushed, the node deregisters. When tasks
-  /// outlive the grace period the process cannot wait for their threads: it logs them and
-  /// ends with std::_Exit(0) (their messages are recovered by any live node's janitor).
+  /// prefetched messages go back, outcomes are flushed, the node deregisters, and its actor
+  /// system shuts down. Tasks that outlive the grace period are abandoned: their messages are
+  /// recovered by any live node's janitor, and their threads go on until the task returns (or
+  /// the process ends), reporting nothing (docs/guide.md, "Stopping a node").
   run_summary run();
 
   /// Asks a running run() to stop, as a signal would. Thread-safe.
   void request_stop();
+
+  /// Becomes ready once the node has registered and its consumers are claiming, holding the
+  /// node's id and name; holds a troupe::error when the node stops or fails before. For code on
+  /// another thread that must not publish (or test) before a node is there. Thread-safe.
+  std::shared_future<node_info> ready() const;
 
 private:
   struct impl;

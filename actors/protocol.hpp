@@ -1,0 +1,177 @@
+// The typed interfaces of a worker node's own actors, their atoms, and the inspect functions of
+// the values they exchange: internal to Troupe (not installed). Read this to know what an actor
+// accepts without reading how it works. What applications address is in <troupe/caf.hpp>; each
+// internal interface that extends a public one says so.
+//
+// Every atom has one meaning. Timers an actor sends itself: poll_atom (its periodic timer),
+// eta_atom, limit_atom and deadline_atom (one-off timers named for what they wait for).
+#pragma once
+
+#include "storage/records.hpp"
+#include "troupe/caf.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+CAF_BEGIN_TYPE_ID_BLOCK(troupe_internal, caf::id_block::troupe::end)
+// Requests to the storage actors.
+CAF_ADD_ATOM(troupe_internal, troupe::actors, claim_atom, "claim")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, next_eta_atom, "nexteta")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, complete_atom, "complete")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, release_atom, "release")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, recover_atom, "recover")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, reap_atom, "reap")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, vacuum_atom, "vacuum")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, stats_atom, "stats")
+// Reports between the node's actors.
+CAF_ADD_ATOM(troupe_internal, troupe::actors, locked_atom, "locked")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, executed_atom, "executed")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, settled_atom, "settled")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, flush_atom, "flush")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, wake_atom, "wake")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, registered_atom, "registered")
+// Timers.
+CAF_ADD_ATOM(troupe_internal, troupe::actors, poll_atom, "poll")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, eta_atom, "eta")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, limit_atom, "limit")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, deadline_atom, "deadline")
+CAF_END_TYPE_ID_BLOCK(troupe_internal)
+
+namespace troupe::storage {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, claimed_message& x) {
+  return f(caf::meta::type_name("claimed_message"), x.id, x.task, x.args_json, x.options_json,
+           x.attempt, x.priority, x.enqueued_at_ms, x.eta_ms, x.claim);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, outcome& x) {
+  return f(caf::meta::type_name("outcome"), x.id, x.attempt, x.state, x.result_json, x.error_json,
+           x.retry_delay_ms, x.follow_ups);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, claim_result& x) {
+  return f(caf::meta::type_name("claim_result"), x.messages, x.next_eta_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reap_report& x) {
+  return f(caf::meta::type_name("reap_report"), x.dead_nodes, x.recovered, x.queues,
+           x.suspect_nodes, x.cleared_nodes, x.pruned_keys);
+}
+
+} // namespace troupe::storage
+
+namespace troupe {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, queue_stats& x) {
+  return f(caf::meta::type_name("queue_stats"), x.queue, x.queued, x.running, x.done, x.failed,
+           x.cancelled, x.ready, x.scheduled, x.oldest_ready_seconds);
+}
+
+} // namespace troupe
+
+namespace troupe::actors {
+
+/// A consumer's counters.
+struct consumer_report {
+  std::string queue;
+  std::int64_t executed = 0;
+  std::int64_t released = 0;
+  std::int64_t running = 0;
+  /// Executors abandoned past a time limit whose task has still not returned.
+  std::int64_t stuck = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, consumer_report& x) {
+  return f(caf::meta::type_name("consumer_report"), x.queue, x.executed, x.released, x.running,
+           x.stuck);
+}
+
+/// Serializes every database access of one connection (a detached actor owning one PGconn);
+/// the storage router offers the same interface over a pool of them. Extends the public
+/// storage_pool_actor (publishing) with what the node's own actors ask.
+using storage_actor = storage_pool_actor::extend<
+  // claims up to `limit` messages of `queue` for node `node_id` in two steps: the requester
+  // gets `(locked_atom, claim, messages)` (its claim's number, and the messages) as soon as
+  // their rows are locked, then the reply once they are marked running and committed, holding
+  // no messages; when fewer than `eta_below` came, the reply also says when the next delayed
+  // message is due (storage::claim_batch_early)
+  caf::replies_to<claim_atom, std::string, std::int32_t, std::int32_t, std::int32_t,
+                  std::uint64_t>::with<storage::claim_result>,
+  // milliseconds until the next delayed message of `queue` is due, -1 when none is known
+  caf::replies_to<next_eta_atom, std::string>::with<std::int64_t>,
+  // writes outcomes of node `node_id`; replies with how many were still owned and got written
+  caf::replies_to<complete_atom, std::int32_t, std::vector<storage::outcome>>::with<std::int64_t>,
+  // puts unstarted claimed messages back; replies with how many
+  caf::replies_to<release_atom, std::int32_t,
+                  std::vector<storage::claimed_message>>::with<std::int64_t>,
+  // after a claim with an unknown outcome: puts back what node `node_id` owns in `queue`
+  // except the ids its consumer holds; replies with how many
+  caf::replies_to<recover_atom, std::int32_t, std::string,
+                  std::vector<std::string>>::with<std::int64_t>,
+  // one janitor pass with the given grace (ms) for nodes whose lock is free
+  caf::replies_to<reap_atom, std::int64_t>::with<storage::reap_report>,
+  // vacuums the queue table if it holds at least this many dead row versions (plus 2 % of its
+  // live rows); replies with the dead versions counted when it did, -1 when it did not
+  caf::replies_to<vacuum_atom, std::int64_t>::with<std::int64_t>,
+  // statistics of one queue, or of all when the name is empty
+  caf::replies_to<stats_atom, std::string>::with<std::vector<queue_stats>>>;
+
+/// Claims and dispatches the messages of one queue on this node; the only owner of its
+/// in-flight set (actors/consumer.hpp).
+using consumer_actor = caf::typed_actor<
+  // a hint that the queue may hold ready messages (notification, poll, recovery)
+  caf::reacts_to<wake_atom>,
+  // the messages of its claim in flight (by number), locked but not yet marked running
+  caf::reacts_to<locked_atom, std::uint64_t, std::vector<storage::claimed_message>>,
+  // the executor of slot `slot` (the slot's executor number `serial`) finished an attempt
+  caf::reacts_to<executed_atom, std::int32_t, std::uint64_t, storage::outcome>,
+  // the completion batcher settled (wrote, or found refused) this many of its outcomes
+  caf::reacts_to<settled_atom, std::int64_t>,
+  // stop claiming, hand back prefetched messages, reply once nothing runs
+  caf::replies_to<stop_atom>::with<consumer_report>,
+  caf::replies_to<status_atom>::with<consumer_report>,
+  // its own timers: the jittered poll, the wake at the next delayed message's eta, and the
+  // end of the time limit plus grace of the attempt running in a slot
+  caf::reacts_to<poll_atom>, caf::reacts_to<eta_atom>, caf::reacts_to<limit_atom, std::int32_t>>;
+
+/// Collects outcomes and writes them in one statement per flush. Tells each sender how many of
+/// its outcomes were settled, with `(settled_atom, count)`, after every write.
+using batcher_actor =
+  caf::typed_actor<caf::reacts_to<complete_atom, storage::outcome>,
+                   // write now; replies once every outcome received before it is settled
+                   caf::replies_to<flush_atom>::with<std::int64_t>,
+                   // its own timer: the flush interval, or the backoff after a failed write
+                   caf::reacts_to<poll_atom>>;
+
+/// Looks for dead nodes on a jittered timer and recovers their messages; `reap_atom` runs a
+/// pass now and replies with what it found (tests trigger it deterministically this way).
+using janitor_actor = caf::typed_actor<caf::reacts_to<poll_atom>,
+                                       caf::replies_to<reap_atom>::with<storage::reap_report>>;
+
+/// The root of one worker node (actors/node_supervisor.hpp): the public node_actor, plus what
+/// its children and tests tell it.
+using node_supervisor_actor = node_actor::extend<
+  // the consumer of a queue of this node (an error when the node does not consume it)
+  caf::replies_to<caf::get_atom, std::string>::with<consumer_actor>,
+  // a hint for one queue ("" = every queue), from the listener or the janitor
+  caf::reacts_to<wake_atom, std::string>,
+  // the listener registered the node
+  caf::reacts_to<registered_atom, std::int32_t>,
+  // its own timer: the deadline for the listener to deregister during a stop
+  caf::reacts_to<deadline_atom>>;
+
+/// The result waiter's own type: the public interface and its poll while waiters are pending.
+using result_waiter_impl_actor = result_waiter_actor::extend<caf::reacts_to<poll_atom>>;
+
+/// The async publisher's own type: the public interface and its loop while publishes are in
+/// flight.
+using async_publisher_impl_actor = async_publisher_actor::extend<caf::reacts_to<poll_atom>>;
+
+} // namespace troupe::actors

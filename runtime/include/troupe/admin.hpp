@@ -1,0 +1,80 @@
+// The admin API: what an operator does to an area, in plain C++ (no CAF, no actor system).
+// The `troupe` command, the dashboard and users' own tools all go through it, so they share
+// one implementation:
+//
+//   troupe::admin admin({"host=/run/postgresql dbname=app", troupe::area{}});
+//   admin.init();                                  // create the area, or upgrade it
+//   for (const auto& q : admin.stats()) ...        // per-queue counts
+//
+// Thread-safe: one connection, opened on first use (and again after a loss), behind a mutex.
+#pragma once
+
+#include "troupe/admin_records.hpp"
+#include "troupe/area.hpp"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+/// Where the admin API works.
+struct admin_options {
+  /// libpq connection string or URI; empty means libpq's PG* environment variables.
+  std::string dsn;
+  troupe::area area;
+  /// How its sessions show up in pg_stat_activity.
+  std::string application_name = "troupe-admin";
+  /// Server warnings (not notices) go here when set, with their text; otherwise to the log.
+  std::function<void(const std::string&)> on_warning;
+};
+
+/// Operations on one area. Every call throws troupe::error: invalid_argument for bad input
+/// (before any SQL), not_found for an area that was never initialized (where the call needs
+/// one), connection_lost and the others of the taxonomy from the database.
+class admin {
+public:
+  /// Throws troupe::error(invalid_argument) for an invalid area or DSN; does not connect.
+  explicit admin(admin_options options);
+  ~admin();
+  admin(const admin&) = delete;
+  admin& operator=(const admin&) = delete;
+
+  const troupe::area& where() const noexcept;
+
+  /// Creates the area, or applies the migrations it lacks: each in its own transaction under
+  /// an advisory lock, so concurrent callers (several nodes' deployments) wait and then find
+  /// nothing left to do. What `troupe init` runs.
+  migration_report init();
+  /// The same for an area that exists; not_found when it was never initialized.
+  migration_report upgrade();
+  /// The area's schema version: 0 when it was never initialized.
+  int version();
+  /// The newest schema version this Troupe knows.
+  static int latest_version() noexcept;
+  /// The SQL that brings area `where` from `from_version` (0: nothing) to the latest version,
+  /// in one transaction, for users who run their own migrations. Needs no connection.
+  static std::string migration_sql(const troupe::area& where, int from_version = 0);
+
+  /// Per-queue statistics: every queue with messages, or only `queue` (a valid queue name;
+  /// zero counts when it has none). not_found when the area was never initialized.
+  std::vector<queue_stats> stats(const std::optional<std::string>& queue = std::nullopt);
+
+  /// The worker nodes in the area's registry, by id.
+  std::vector<node_status> nodes();
+  /// Waits up to `timeout` until at least `count` live nodes consume `queue` (any queue when
+  /// empty), checking every 100 ms; returns whether they did. For deployments and tests that
+  /// must not publish before a node is there (a node spawned in the same process can tell
+  /// directly: worker_node::ready(), or a ready_atom request to its actor).
+  bool wait_for_nodes(const std::string& queue, std::size_t count,
+                      std::chrono::milliseconds timeout);
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace troupe

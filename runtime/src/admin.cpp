@@ -1,0 +1,154 @@
+#include "troupe/admin.hpp"
+
+#include "storage/connection.hpp"
+#include "storage/migrations.hpp"
+#include "storage/queries.hpp"
+#include "storage/statements.hpp"
+#include "troupe/dsn.hpp"
+#include "troupe/error.hpp"
+#include "troupe/log.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace troupe {
+
+namespace {
+
+std::string area_name(const area& a) {
+  // Schema and prefix are validated identifiers ([a-z0-9_]): nothing to escape.
+  return a.prefix.empty() ? "schema " + a.schema
+                          : "schema " + a.schema + " (prefix \"" + a.prefix + "\")";
+}
+
+} // namespace
+
+struct admin::impl {
+  admin_options options;
+  storage::statement_set_ptr stmts;
+  std::mutex mutex;
+  std::optional<storage::connection> conn;
+
+  // Runs `f` on the connection; a connection lost before or during `f` is reopened and `f`
+  // tried once more (every admin call is a read, or a migration that either committed or not
+  // and is idempotent).
+  template <class F>
+  auto with_connection(F&& f) -> decltype(f(std::declval<storage::connection&>())) {
+    std::lock_guard guard{mutex};
+    for (int attempt = 0;; ++attempt) {
+      try {
+        if (!conn || !conn->ok()) {
+          conn.reset();
+          conn.emplace(storage::connection::open(options.dsn, options.application_name));
+          if (options.on_warning)
+            conn->on_warning([receiver = options.on_warning](std::string_view text) {
+              receiver(std::string(text));
+            });
+          else
+            conn->on_warning([](std::string_view text) { log().warn("postgres: {}", text); });
+        }
+        return f(*conn);
+      } catch (const error& e) {
+        if (e.code() != errc::connection_lost || attempt > 0)
+          throw;
+        conn.reset();
+      }
+    }
+  }
+
+  void require_initialized(storage::connection& c) {
+    if (storage::current_version(c, *stmts) == 0)
+      throw error(errc::not_found,
+                  area_name(stmts->where()) + " is not initialized; run troupe init");
+  }
+
+  migration_report migrate(bool require_existing) {
+    return with_connection([&](storage::connection& c) {
+      migration_report r;
+      r.from_version = storage::current_version(c, *stmts);
+      if (require_existing && r.from_version == 0)
+        require_initialized(c);
+      r.applied = storage::migrate(c, *stmts);
+      r.to_version = storage::current_version(c, *stmts);
+      return r;
+    });
+  }
+};
+
+admin::admin(admin_options options) : impl_(std::make_unique<impl>()) {
+  validate_area(options.area);
+  validate_dsn(options.dsn);
+  impl_->stmts = storage::make_statement_set(options.area);
+  impl_->options = std::move(options);
+}
+
+admin::~admin() = default;
+
+const area& admin::where() const noexcept {
+  return impl_->options.area;
+}
+
+migration_report admin::init() {
+  return impl_->migrate(false);
+}
+
+migration_report admin::upgrade() {
+  return impl_->migrate(true);
+}
+
+int admin::version() {
+  return impl_->with_connection(
+    [&](storage::connection& c) { return storage::current_version(c, *impl_->stmts); });
+}
+
+int admin::latest_version() noexcept {
+  return storage::latest_migration();
+}
+
+std::string admin::migration_sql(const area& where, int from_version) {
+  validate_area(where);
+  if (from_version < 0 || from_version > storage::latest_migration())
+    throw error(errc::invalid_argument,
+                "version " + std::to_string(from_version) + " is not between 0 and " +
+                  std::to_string(storage::latest_migration()) + ", this Troupe's latest");
+  return storage::migration_script(where, from_version);
+}
+
+std::vector<queue_stats> admin::stats(const std::optional<std::string>& queue) {
+  if (queue)
+    validate_queue_name(*queue);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_initialized(c);
+    return storage::queue_statistics(c, *impl_->stmts, queue ? &*queue : nullptr);
+  });
+}
+
+std::vector<node_status> admin::nodes() {
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_initialized(c);
+    return storage::list_nodes(c, *impl_->stmts);
+  });
+}
+
+bool admin::wait_for_nodes(const std::string& queue, std::size_t count,
+                           std::chrono::milliseconds timeout) {
+  if (!queue.empty())
+    validate_queue_name(queue);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto all = nodes();
+    auto live = std::count_if(all.begin(), all.end(), [&](const node_status& n) {
+      return n.alive && (queue.empty() ||
+                         std::find(n.queues.begin(), n.queues.end(), queue) != n.queues.end());
+    });
+    if (static_cast<std::size_t>(live) >= count)
+      return true;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+} // namespace troupe

@@ -1,0 +1,235 @@
+#define CAF_SUITE consumer
+#include <caf/test/unit_test.hpp>
+#define FAIL(msg) CAF_FAIL(msg) // CAF 0.17.6: dsl.hpp uses an undefined FAIL()
+#include <caf/test/dsl.hpp>
+
+#include "actors/consumer.hpp"
+#include "fake_executor.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace troupe;
+using namespace troupe::actors;
+using troupe::testkit::claimed;
+
+namespace {
+
+// A storage actor that hands out scripted claims and records what it was asked. A claim's
+// locked messages go out at once; its reply waits until the test releases it, with
+// `(put_atom, index, claim_result)` or `(put_atom, index, error)` (a reply must be delivered by
+// the actor that promised it). Dynamically typed so it can take those; cast to storage_actor.
+struct fake_storage_state {
+  std::vector<std::vector<storage::claimed_message>> script;
+  std::vector<std::int32_t> claims; // rows asked per claim
+  std::vector<caf::response_promise> pending;
+  std::vector<std::vector<storage::claimed_message>> released;
+  std::vector<std::vector<std::string>> recovered;
+};
+
+caf::behavior fake_storage(caf::stateful_actor<fake_storage_state>* self) {
+  return {
+    [=](enqueue_atom, std::vector<message>&, std::vector<enqueue_options>&) {
+      return std::vector<message>{};
+    },
+    [=](claim_atom, const std::string&, std::int32_t, std::int32_t limit, std::int32_t,
+        std::uint64_t claim) {
+      auto& st = self->state;
+      st.claims.push_back(limit);
+      if (!st.script.empty()) {
+        auto batch = std::move(st.script.front());
+        st.script.erase(st.script.begin());
+        self->send(caf::actor_cast<caf::actor>(self->current_sender()), locked_atom_v, claim,
+                   std::move(batch));
+      }
+      auto rp = self->make_response_promise();
+      st.pending.push_back(rp);
+      return rp;
+    },
+    [=](caf::put_atom, std::int32_t index, storage::claim_result& r) {
+      self->state.pending.at(static_cast<std::size_t>(index)).deliver(std::move(r));
+    },
+    [=](caf::put_atom, std::int32_t index, caf::error& err) {
+      self->state.pending.at(static_cast<std::size_t>(index)).deliver(std::move(err));
+    },
+    [=](next_eta_atom, const std::string&) { return std::int64_t{-1}; },
+    [=](complete_atom, std::int32_t, const std::vector<storage::outcome>&) {
+      return std::int64_t{0};
+    },
+    [=](release_atom, std::int32_t, std::vector<storage::claimed_message>& msgs) {
+      auto n = static_cast<std::int64_t>(msgs.size());
+      self->state.released.push_back(std::move(msgs));
+      return n;
+    },
+    [=](recover_atom, std::int32_t, const std::string&, std::vector<std::string>& held) {
+      self->state.recovered.push_back(std::move(held));
+      return std::int64_t{0};
+    },
+  };
+}
+
+// A batcher that keeps what it is sent.
+struct fake_batcher_state {
+  std::vector<storage::outcome> outcomes;
+};
+
+batcher_actor::behavior_type
+fake_batcher(batcher_actor::stateful_pointer<fake_batcher_state> self) {
+  return {
+    [=](complete_atom, storage::outcome& out) { self->state.outcomes.push_back(std::move(out)); },
+    [=](flush_atom) { return std::int64_t{0}; },
+    [=](poll_atom) {},
+  };
+}
+
+storage::outcome done(const std::string& id) {
+  storage::outcome o;
+  o.id = id;
+  o.attempt = 1;
+  return o;
+}
+
+struct fixture : test_coordinator_fixture<> {
+  testkit::fake_executors fakes;
+  caf::actor storage = sys.spawn(fake_storage);
+  batcher_actor batcher = sys.spawn(fake_batcher);
+  std::shared_ptr<task_registry> tasks = std::make_shared<task_registry>();
+
+  std::vector<caf::actor> spawned;
+
+  fixture() {
+    tasks->define(task_ref<void()>{"job"}, [] {});
+    sched.run();
+  }
+
+  ~fixture() {
+    for (auto& a : spawned)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(storage, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(batcher, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  consumer_actor start(std::int32_t concurrency, std::int32_t prefetch) {
+    consumer_settings cs;
+    cs.queue.concurrency = concurrency;
+    cs.queue.prefetch = prefetch;
+    cs.node_id = 1;
+    cs.registry = tasks;
+    cs.storage = caf::actor_cast<storage_actor>(storage);
+    cs.batcher = batcher;
+    cs.executors = [this](std::shared_ptr<const std::atomic<bool>>) { return fakes.factory(); };
+    auto c = spawn_consumer(sys, std::move(cs));
+    spawned.push_back(caf::actor_cast<caf::actor>(c));
+    return c;
+  }
+
+  fake_storage_state& db() { return deref<caf::stateful_actor<fake_storage_state>>(storage).state; }
+  fake_batcher_state& written() {
+    return deref<caf::stateful_actor<fake_batcher_state, batcher_actor::base>>(batcher).state;
+  }
+  void reply_to_claim(std::size_t index, storage::claim_result r = {}) {
+    caf::anon_send(storage, caf::put_atom::value, static_cast<std::int32_t>(index), std::move(r));
+  }
+  void fail_claim(std::size_t index, caf::error err) {
+    caf::anon_send(storage, caf::put_atom::value, static_cast<std::int32_t>(index), std::move(err));
+  }
+  void report(const consumer_actor& c, std::int32_t slot, const std::string& id) {
+    caf::anon_send(c, executed_atom_v, slot, std::uint64_t{0}, done(id));
+  }
+};
+
+using ids = std::vector<std::string>;
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(consumer_tests, fixture)
+
+CAF_TEST(a wake claims the free slots and the locked messages start in priority order) {
+  db().script.push_back({claimed("later", 10), claimed("sooner", 0)});
+  auto c = start(1, 2);
+  sched.run();
+  CAF_CHECK_EQUAL(db().claims, (std::vector<std::int32_t>{3})); // concurrency + prefetch
+  CAF_REQUIRE_EQUAL(fakes.made.size(), 1u);
+  CAF_CHECK_EQUAL(fakes.made[0]->sent_ids(), (ids{"sooner", "later"}));
+}
+
+CAF_TEST(outcomes wait for their claim to be written) {
+  db().script.push_back({claimed("a", 0), claimed("b", 0)});
+  auto c = start(1, 1);
+  sched.run();
+  auto* e = fakes.made[0];
+  CAF_REQUIRE(e->start(1));
+  report(c, 0, "a");
+  sched.run();
+  CAF_CHECK(written().outcomes.empty()); // the claim is not committed yet
+  reply_to_claim(0);
+  sched.run();
+  CAF_REQUIRE_EQUAL(written().outcomes.size(), 1u);
+  CAF_CHECK_EQUAL(written().outcomes[0].id, "a");
+  // "b" runs now, and its outcome goes to the batcher at once.
+  CAF_REQUIRE(e->start(2));
+  report(c, 0, "b");
+  sched.run();
+  CAF_CHECK_EQUAL(written().outcomes.size(), 2u);
+}
+
+CAF_TEST(a report from a slot that does not run that message is dropped) {
+  db().script.push_back({claimed("a", 0)});
+  auto c = start(1, 0);
+  sched.run();
+  reply_to_claim(0);
+  sched.run();
+  report(c, 0, "not-this-one");
+  caf::anon_send(c, executed_atom_v, std::int32_t{0}, std::uint64_t{7}, done("a")); // stale serial
+  sched.run();
+  CAF_CHECK(written().outcomes.empty());
+}
+
+CAF_TEST(a stop hands back what did not start and replies once nothing runs) {
+  db().script.push_back({claimed("a", 0), claimed("b", 0), claimed("c", 0)});
+  auto c = start(1, 2);
+  sched.run();
+  reply_to_claim(0);
+  sched.run();
+  CAF_REQUIRE(fakes.made[0]->start(1)); // "a" runs; "b" and "c" wait behind it
+  auto reply = std::make_shared<std::optional<consumer_report>>();
+  sys.spawn([c, reply](caf::event_based_actor* asker) {
+    asker->request(c, caf::infinite, stop_atom_v).then([=](const consumer_report& r) {
+      *reply = r;
+    });
+  });
+  sched.run();
+  CAF_REQUIRE_EQUAL(db().released.size(), 1u);
+  ids back;
+  for (const auto& m : db().released[0])
+    back.push_back(m.id);
+  CAF_CHECK_EQUAL(back, (ids{"b", "c"}));
+  CAF_CHECK(!fakes.made[0]->start(2)); // taken back: it can no longer start
+  CAF_CHECK(!reply->has_value());      // "a" still runs
+  report(c, 0, "a");
+  sched.run();
+  CAF_REQUIRE(reply->has_value());
+  CAF_CHECK_EQUAL((*reply)->executed, 1);
+  CAF_CHECK_EQUAL((*reply)->released, 2);
+  CAF_CHECK_EQUAL(written().outcomes.size(), 1u);
+}
+
+CAF_TEST(a claim lost after its messages came is followed by a recovery of what it took) {
+  db().script.push_back({claimed("a", 0), claimed("b", 0)});
+  auto c = start(2, 0);
+  sched.run();
+  CAF_REQUIRE(fakes.made[0]->start(1)); // "a" started; "b" was sent but has not started
+  fail_claim(0, make_caf_error(errc::connection_lost, "gone"));
+  sched.run();
+  CAF_CHECK(!fakes.made[1]->start(1)); // "b" was taken back and dropped
+  // The recovery hands back everything the node owns in the queue but what the consumer
+  // holds: "a" runs; "b", if the claim did commit, is the node's and goes back.
+  CAF_REQUIRE_EQUAL(db().recovered.size(), 1u);
+  CAF_CHECK_EQUAL(db().recovered[0], (ids{"a"}));
+  // No claim came while the recovery ran; one follows it after the backoff.
+  CAF_CHECK_EQUAL(db().claims.size(), 1u);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
