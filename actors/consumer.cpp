@@ -1,63 +1,38 @@
-#include "actors/consumer.hpp"
+#include "actors/consumer_state.hpp"
 
-#include "actors/claim_tracker.hpp"
 #include "actors/execute.hpp"
-#include "actors/executor_slots.hpp"
 #include "troupe/log.hpp"
-
-#include <optional>
-#include <random>
 
 namespace troupe::actors {
 
-namespace {
+namespace detail {
 
 using namespace std::chrono;
 
-struct consumer_state {
-  static inline const char* name = "troupe.consumer";
-  consumer_settings settings;
-  std::optional<executor_slots> slots; // built once the actor exists: executors report to it
-  ready_queue ready;                   // claimed, not handed to an executor
-  claim_tracker claims;
-  bool stopping = false;
-  std::optional<caf::typed_response_promise<consumer_report>> stop_promise;
-  std::int32_t releasing = 0;                       // hand-back requests in flight
-  std::optional<steady_clock::time_point> eta_wake; // earliest scheduled eta wake
-  std::int64_t executed = 0;
-  std::int64_t released = 0;
-  std::minstd_rand rng{std::random_device{}()};
-  // Turns true when the node stops; executors hand it to tasks (shutdown notifications).
-  std::shared_ptr<std::atomic<bool>> stopping_flag = std::make_shared<std::atomic<bool>>(false);
-  // Executors abandoned past a time limit, kept while their task has not returned.
-  std::vector<std::unique_ptr<executor>> abandoned;
+namespace {
 
-  std::int32_t capacity() const { return settings.queue.concurrency + settings.queue.prefetch; }
-  std::int32_t held() const {
-    return slots->running() + slots->queued() + static_cast<std::int32_t>(ready.size()) +
-           claims.rows_in_flight();
-  }
-  std::int32_t free_slots() const {
-    return capacity() - held() - std::max(0, claims.unsettled() - capacity());
-  }
-  milliseconds jittered(milliseconds base) {
-    auto spread = base.count() / 10;
-    if (spread <= 0)
-      return base;
-    std::uniform_int_distribution<long> d(-spread, spread);
-    return base + milliseconds{d(rng)};
-  }
-  consumer_report report() {
-    std::erase_if(abandoned, [](const std::unique_ptr<executor>& e) { return !e->busy(); });
-    return consumer_report{settings.queue.name, executed, released, slots->running(),
-                           static_cast<std::int64_t>(abandoned.size())};
-  }
-};
+// Makes sure a limit timer fires for slot `i` no later than its attempt's deadline. A timer
+// already due earlier is kept: when it fires, the handler arms the next one.
+void arm_limit_timer(consumer_ptr self, std::size_t i) {
+  auto& s = (*self->state.slots)[i];
+  if (s.timer_due && *s.timer_due <= s.deadline)
+    return;
+  s.timer_due = s.deadline;
+  auto after = duration_cast<milliseconds>(s.deadline - steady_clock::now()) + milliseconds{1};
+  self->delayed_send(self, std::max(after, milliseconds{0}), limit_atom_v,
+                     static_cast<std::int32_t>(i));
+}
 
-using consumer_ptr = consumer_actor::stateful_pointer<consumer_state>;
+// Slot `i` runs a message from now on: past its time limit and the grace, it is abandoned.
+void started(consumer_ptr self, std::size_t i) {
+  auto& st = self->state;
+  auto& s = (*st.slots)[i];
+  auto limit = time_limit_of(*st.settings.registry, *s.running) + st.settings.time_limit_grace;
+  s.deadline = steady_clock::now() + limit;
+  arm_limit_timer(self, i);
+}
 
-void maybe_claim(consumer_ptr self);
-void release_ready(consumer_ptr self);
+} // namespace
 
 bool idle_now(const consumer_state& st) {
   return st.slots->running() == 0 && st.slots->queued() == 0 && !st.claims.in_flight() &&
@@ -82,33 +57,6 @@ void schedule_wake(consumer_ptr self, milliseconds after) {
   self->delayed_send(self, after, eta_atom_v);
 }
 
-void on_eta(consumer_ptr self, std::int64_t generation, std::int64_t next_eta_ms) {
-  self->state.claims.eta_known(generation);
-  if (next_eta_ms >= 0)
-    schedule_wake(self, milliseconds{next_eta_ms + 1});
-}
-
-// Makes sure a limit timer fires for slot `i` no later than its attempt's deadline. A timer
-// already due earlier is kept: when it fires, the handler arms the next one.
-void arm_limit_timer(consumer_ptr self, std::size_t i) {
-  auto& s = (*self->state.slots)[i];
-  if (s.timer_due && *s.timer_due <= s.deadline)
-    return;
-  s.timer_due = s.deadline;
-  auto after = duration_cast<milliseconds>(s.deadline - steady_clock::now()) + milliseconds{1};
-  self->delayed_send(self, std::max(after, milliseconds{0}), limit_atom_v,
-                     static_cast<std::int32_t>(i));
-}
-
-// Slot `i` runs a message from now on: past its time limit and the grace, it is abandoned.
-void started(consumer_ptr self, std::size_t i) {
-  auto& st = self->state;
-  auto& s = (*st.slots)[i];
-  auto limit = time_limit_of(*st.settings.registry, *s.running) + st.settings.time_limit_grace;
-  s.deadline = steady_clock::now() + limit;
-  arm_limit_timer(self, i);
-}
-
 // Hands ready messages to executors: one run() to each executor that gets any.
 void dispatch(consumer_ptr self) {
   auto& st = self->state;
@@ -122,6 +70,8 @@ void send_outcome(consumer_ptr self, storage::outcome out) {
   st.claims.outcome_sent(out.state == storage::outcome_state::retry);
   self->send(st.settings.batcher, complete_atom_v, std::move(out));
 }
+
+namespace {
 
 // Settles slot `i`'s running attempt with `out` (from its executor, or an abandonment).
 void settle(consumer_ptr self, std::size_t i, storage::outcome out) {
@@ -140,196 +90,6 @@ void settle(consumer_ptr self, std::size_t i, storage::outcome out) {
     st.claims.hold(std::move(out));
   else
     send_outcome(self, std::move(out));
-}
-
-void send_held_outcomes(consumer_ptr self) {
-  for (auto& out : self->state.claims.take_held())
-    send_outcome(self, std::move(out));
-}
-
-// Asks when the next delayed message is due, apart from any claim, if the last answer may be
-// stale and no claim follows anyway.
-void maybe_probe_eta(consumer_ptr self) {
-  auto& st = self->state;
-  if (st.stopping || !st.claims.should_probe())
-    return;
-  auto generation = st.claims.begin_probe();
-  self->request(st.settings.storage, seconds(30), next_eta_atom_v, st.settings.queue.name)
-    .then(
-      [=](std::int64_t next_eta_ms) {
-        self->state.claims.end_probe();
-        on_eta(self, generation, next_eta_ms);
-        maybe_probe_eta(self); // a wake during the probe may have made it stale again
-      },
-      [=](caf::error& err) {
-        auto& s = self->state;
-        s.claims.end_probe();
-        log().warn("next_eta failed queue={} error={}; the poll looks again", s.settings.queue.name,
-                   describe(err));
-      });
-}
-
-// The messages of claim `claim` came locked, before its reply: they start now.
-void on_locked(consumer_ptr self, std::uint64_t claim,
-               std::vector<storage::claimed_message>& msgs) {
-  auto& st = self->state;
-  if (!st.claims.locked(claim, msgs.size())) {
-    log().warn("ignoring {} messages of a claim given up queue={}", msgs.size(),
-               st.settings.queue.name);
-    return; // the recovery after it hands back whatever it took
-  }
-  for (auto& m : msgs) {
-    m.claim = claim;
-    st.ready.push(std::move(m));
-  }
-  if (!st.stopping) // else they are handed back once the claim is written
-    dispatch(self);
-}
-
-void on_claimed(consumer_ptr self, std::int32_t eta_below, std::int64_t generation,
-                storage::claim_result& res) {
-  auto& st = self->state;
-  auto end = st.claims.succeeded(res.messages.size());
-  send_held_outcomes(self);
-  for (auto& m : res.messages)
-    st.ready.push(std::move(m));
-  if (st.stopping) {
-    release_ready(self); // the claim was in flight when the stop came: these go back too
-    return;
-  }
-  dispatch(self);
-  if (end.got < static_cast<std::size_t>(eta_below))
-    on_eta(self, generation, res.next_eta_ms); // the claim asked for it
-  if (end.more)
-    maybe_claim(self);
-  else
-    maybe_probe_eta(self);
-}
-
-void recover_after_failed_claim(consumer_ptr self);
-
-void on_claim_failed(consumer_ptr self, const caf::error& err) {
-  auto& st = self->state;
-  // Its messages may have started. Those not started are dropped (the recovery hands them back
-  // if they are ours after all). When the database refused the claim, it was rolled back and
-  // the started ones' outcomes are dropped too; when the connection was lost or the reply did
-  // not come, it may have committed, and they go to the batcher (written if it did).
-  if (st.claims.state() == claim_tracker::phase::locked) {
-    st.slots->take_back_all(st.ready);
-    st.ready.drop_claim(st.claims.current());
-  }
-  bool unknown = err.category() != caf::atom("troupe") ||
-                 static_cast<errc>(err.code()) == errc::connection_lost ||
-                 static_cast<errc>(err.code()) == errc::bug;
-  st.claims.failed(unknown ? claim_tracker::failure::unknown : claim_tracker::failure::rolled_back);
-  send_held_outcomes(self);
-  if (!st.stopping)
-    dispatch(self);
-  log().warn("claim failed queue={} statement=claim_lock error={}; retrying in {}ms",
-             st.settings.queue.name, describe(err), st.claims.backoff().count());
-  recover_after_failed_claim(self);
-  if (st.stopping)
-    release_ready(self); // the stop left them for this claim's end
-}
-
-void maybe_claim(consumer_ptr self) {
-  auto& st = self->state;
-  if (st.stopping)
-    return;
-  if (st.claims.state() == claim_tracker::phase::must_recover) {
-    recover_after_failed_claim(self);
-    return;
-  }
-  auto rows = st.claims.rows_to_claim(st.free_slots(), st.capacity(), !st.ready.empty());
-  if (rows <= 0)
-    return;
-  // The claim also asks when the next delayed message is due if it leaves an executor idle.
-  // With every executor busy it does not, so that its reply (every message's start) does not
-  // wait for that; if it comes back short, the eta probe asks instead (maybe_probe_eta).
-  auto idle = std::max<std::int32_t>(1, st.settings.queue.concurrency - st.slots->running() -
-                                          static_cast<std::int32_t>(st.ready.size()));
-  auto generation = st.claims.generation();
-  auto claim = st.claims.begin(rows);
-  self
-    ->request(st.settings.storage, seconds(30), claim_atom_v, st.settings.queue.name,
-              st.settings.node_id, rows, idle, claim)
-    .then([=](storage::claim_result& res) { on_claimed(self, idle, generation, res); },
-          [=](caf::error& err) { on_claim_failed(self, err); });
-}
-
-// After a failed claim (or in a replacement consumer): every outcome sent so far is written
-// first (the batcher answers a flush once it holds nothing sent before), so that a finished
-// message is not mistaken for a lost claim; then every row the node owns in the queue and the
-// consumer does not hold goes back.
-void recover_after_failed_claim(consumer_ptr self) {
-  auto& st = self->state;
-  if (st.claims.state() != claim_tracker::phase::must_recover)
-    return;
-  st.claims.begin_recovery();
-  auto retry_later = [=](const std::string& what, const caf::error& err) {
-    auto& s = self->state;
-    s.claims.recovery_failed();
-    log().warn("{} failed queue={} error={}; retrying in {}ms", what, s.settings.queue.name,
-               describe(err), s.claims.backoff().count());
-    finish_stop_if_idle(self); // when stopping, the janitor recovers them once the node is gone
-    if (!s.stopping)
-      schedule_wake(self, s.claims.backoff()); // maybe_claim tries the recovery again
-  };
-  self->request(st.settings.batcher, caf::infinite, flush_atom_v)
-    .then(
-      [=](std::int64_t) {
-        auto& s = self->state;
-        auto held = s.claims.completed_during_recovery();
-        s.slots->ids(held);
-        s.ready.ids(held);
-        self
-          ->request(s.settings.storage, seconds(30), recover_atom_v, s.settings.node_id,
-                    s.settings.queue.name, held)
-          .then(
-            [=](std::int64_t n) {
-              auto& s2 = self->state;
-              s2.claims.recovery_done();
-              if (n > 0)
-                log().info("{} message(s) of a claim whose reply was lost were handed back "
-                           "queue={} statement=recover_unheld",
-                           n, s2.settings.queue.name);
-              finish_stop_if_idle(self);
-              if (!s2.stopping)
-                schedule_wake(self, s2.claims.backoff());
-            },
-            [=](caf::error& err) { retry_later("handing back after a failed claim", err); });
-      },
-      [=](caf::error& err) { retry_later("the flush before a recovery", err); });
-}
-
-void release_ready(consumer_ptr self) {
-  auto& st = self->state;
-  // A claim in flight may hold rows locked but not yet marked running: handed back now, they
-  // would be found still queued, and would then stay this node's. Everything goes back when it
-  // ends (on_claimed, or on_claim_failed).
-  if (st.claims.in_flight())
-    return;
-  if (st.ready.empty()) {
-    finish_stop_if_idle(self);
-    return;
-  }
-  auto msgs = st.ready.take_all();
-  ++st.releasing;
-  auto count = msgs.size();
-  self->request(st.settings.storage, seconds(30), release_atom_v, st.settings.node_id, msgs)
-    .then(
-      [=](std::int64_t n) {
-        self->state.released += n;
-        --self->state.releasing;
-        finish_stop_if_idle(self);
-      },
-      [=](caf::error& err) {
-        // Not written: the janitor recovers them once this node is gone.
-        log().warn("could not hand back {} prefetched messages queue={}: {}", count,
-                   self->state.settings.queue.name, describe(err));
-        --self->state.releasing;
-        finish_stop_if_idle(self);
-      });
 }
 
 // The attempt in slot `i` ran past its time limit and grace without its executor answering:
@@ -479,8 +239,10 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
 
 } // namespace
 
+} // namespace detail
+
 consumer_actor spawn_consumer(caf::actor_system& sys, consumer_settings settings) {
-  return sys.spawn(consumer_impl, std::move(settings));
+  return sys.spawn(detail::consumer_impl, std::move(settings));
 }
 
 } // namespace troupe::actors

@@ -1,6 +1,6 @@
 // Publishes hello messages from plain C++ (no actor system, no worker node).
 //
-//   build/bin/hello-producer "host=/tmp dbname=app" 100
+//   build/bin/hello-producer "host=/tmp dbname=app" 100 [SCHEMA]
 #include "hello_tasks.hpp"
 
 #include <troupe/client.hpp>
@@ -10,12 +10,15 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: hello-producer DSN [COUNT]\n";
+    std::cerr << "usage: hello-producer DSN [COUNT [SCHEMA]]\n";
     return 2;
   }
   int count = argc > 2 ? std::atoi(argv[2]) : 10;
   try {
-    troupe::client client({argv[1], troupe::area{}});
+    troupe::area where;
+    if (argc > 3)
+      where.schema = argv[3];
+    troupe::client client({argv[1], where});
     for (int i = 0; i < count; ++i) {
       auto m = client.enqueue(hello::greet("visitor " + std::to_string(i)));
       std::cout << "published " << m.id << "\n";

@@ -3,7 +3,7 @@
 //
 //   build/bin/hello-worker --config-file=examples/hello/troupe.ini
 #include "hello_tasks.hpp"
-#include "troupe/config.hpp"
+#include <troupe/config.hpp>
 
 #include <troupe/error.hpp>
 #include <troupe/log.hpp>

@@ -5,6 +5,7 @@
 
 #include "storage/connection.hpp"
 #include "storage/queries.hpp"
+#include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"
@@ -61,6 +62,7 @@ struct client::impl {
 
 client::client(client_options options) : impl_(std::make_unique<impl>()) {
   validate_area(options.area);
+  validate_dsn(options.dsn);
   impl_->stmts = storage::make_statement_set(options.area);
   impl_->options = std::move(options);
 }

@@ -2,6 +2,9 @@
 
 #include "troupe/area.hpp"
 #include "troupe/error.hpp"
+#include "troupe/options.hpp"
+
+#include <fmt/format.h>
 
 #include <array>
 #include <chrono>
@@ -155,6 +158,70 @@ void normalize_message(message& m) {
   std::string canonical;
   parse_uuid(m.id, canonical); // validated above
   m.id = std::move(canonical);
+}
+
+namespace {
+
+// `m` with option `key` set to `value` (an integer, a string or a boolean).
+template <class T>
+message with_message_option(const message& m, std::string_view key, T value) {
+  auto copy = m;
+  copy.options_json = with_option(m.options_json, key, value);
+  return copy;
+}
+
+message with_positive_duration(const message& m, std::string_view key,
+                               std::chrono::milliseconds d) {
+  if (d.count() <= 0)
+    throw error(errc::invalid_argument, fmt::format("the message option {} must be a positive "
+                                                    "number of milliseconds, got {}ms",
+                                                    key, d.count()));
+  return with_message_option(m, key, static_cast<std::int64_t>(d.count()));
+}
+
+} // namespace
+
+message message::with_max_retries(std::int32_t retries) const {
+  if (retries < 0)
+    throw error(errc::invalid_argument,
+                fmt::format("the message option max_retries must be 0 or more, got {}", retries));
+  return with_message_option(*this, "max_retries", static_cast<std::int64_t>(retries));
+}
+
+message message::with_min_backoff(std::chrono::milliseconds backoff) const {
+  return with_positive_duration(*this, "min_backoff", backoff);
+}
+
+message message::with_max_backoff(std::chrono::milliseconds backoff) const {
+  return with_positive_duration(*this, "max_backoff", backoff);
+}
+
+message message::with_max_age(std::chrono::milliseconds age) const {
+  return with_positive_duration(*this, "max_age", age);
+}
+
+message message::with_time_limit(std::chrono::milliseconds limit) const {
+  return with_positive_duration(*this, "time_limit", limit);
+}
+
+message message::with_on_success(std::string task) const {
+  return with_message_option(*this, "on_success", std::string_view(task));
+}
+
+message message::with_on_failure(std::string task) const {
+  return with_message_option(*this, "on_failure", std::string_view(task));
+}
+
+message message::with_on_retry_exhausted(std::string task) const {
+  return with_message_option(*this, "on_retry_exhausted", std::string_view(task));
+}
+
+message message::with_store_results(bool store) const {
+  return with_message_option(*this, "store_results", store);
+}
+
+message message::with_notify_shutdown(bool notify) const {
+  return with_message_option(*this, "notify_shutdown", notify);
 }
 
 message make_message(std::string queue, std::string task, std::string args_json) {

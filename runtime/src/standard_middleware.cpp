@@ -9,6 +9,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <exception>
+#include <limits>
+#include <optional>
 #include <random>
 
 namespace troupe {
@@ -68,12 +71,26 @@ public:
   }
 };
 
-/// Puts a failed message back with exponential backoff until its retries are used up.
+// The delay a task asked for by throwing troupe::retry_after, if it did.
+std::optional<milliseconds> requested_delay(const std::exception_ptr& e) {
+  if (!e)
+    return std::nullopt;
+  try {
+    std::rethrow_exception(e);
+  } catch (const retry_after& r) {
+    return r.delay();
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+/// Puts a failed message back with exponential backoff (or the delay the task asked for with
+/// retry_after) until its retries are used up.
 class retries final : public middleware {
 public:
   static constexpr std::int32_t default_max_retries = 20;
   static constexpr milliseconds default_min_backoff{15'000};
-  static constexpr milliseconds default_max_backoff{7LL * 24 * 3600 * 1000};
+  static constexpr milliseconds default_max_backoff = longest_retry_backoff;
 
   std::string name() const override { return "retries"; }
 
@@ -88,14 +105,19 @@ public:
     auto retries_so_far = std::max(0, a.context.attempt - 1);
     std::int32_t max_retries = opts.max_retries.value_or(default_max_retries);
     if (auto v = option_int(a.context.options_json, "max_retries"); v && *v >= 0)
-      max_retries = static_cast<std::int32_t>(*v);
+      max_retries = static_cast<std::int32_t>(
+        std::min<std::int64_t>(*v, std::numeric_limits<std::int32_t>::max()));
     bool again =
       opts.retry_when ? opts.retry_when(retries_so_far, a.exception) : retries_so_far < max_retries;
     if (again) {
+      a.retry = true;
+      if (auto asked = requested_delay(a.exception)) {
+        a.retry_delay = *asked;
+        return;
+      }
       auto min_b = duration_option(a, "min_backoff", opts.min_backoff, default_min_backoff);
       auto max_b = duration_option(a, "max_backoff", opts.max_backoff, default_max_backoff);
-      a.retry = true;
-      a.retry_delay = backoff(retries_so_far, min_b, max_b);
+      a.retry_delay = retry_backoff(retries_so_far, min_b, max_b);
       return;
     }
     auto exhausted = string_option(a, "on_retry_exhausted", opts.on_retry_exhausted);
@@ -104,19 +126,6 @@ public:
         follow_up(a, exhausted,
                   encode_args(summarize(a), retry_info{retries_so_far, max_retries, a.error_type,
                                                        a.error_text})));
-  }
-
-  /// The delay before retry number retries + 1: min_backoff doubled per earlier retry, capped
-  /// at max_backoff, then drawn uniformly from its upper half but never below min_backoff.
-  static milliseconds backoff(std::int32_t retries, milliseconds min_b, milliseconds max_b) {
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    auto base = min_b;
-    for (std::int32_t i = 0; i < retries && base < max_b; ++i)
-      base *= 2;
-    base = std::min(base, max_b);
-    auto low = std::min(base, std::max(min_b, base / 2));
-    std::uniform_int_distribution<std::int64_t> pick(low.count(), base.count());
-    return milliseconds{pick(rng)};
   }
 };
 
@@ -150,7 +159,23 @@ std::vector<middleware_ptr> standard_middleware() {
 
 std::chrono::milliseconds retry_backoff(std::int32_t retries, std::chrono::milliseconds min_backoff,
                                         std::chrono::milliseconds max_backoff) {
-  return retries::backoff(retries, min_backoff, max_backoff);
+  // Dramatiq's schedule: b = min_backoff * 2^min(retries, 32), then b * U(1, 2); a draw above
+  // max_backoff is replaced by max_backoff * U(0.5, 1). In whole milliseconds.
+  constexpr std::int32_t max_exponent = 32;
+  constexpr std::int64_t saturated = std::numeric_limits<std::int64_t>::max();
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  auto max_b = std::clamp<std::int64_t>(max_backoff.count(), 0, longest_retry_backoff.count());
+  auto min_b = std::max<std::int64_t>(min_backoff.count(), 0);
+  auto exponent = std::clamp(retries, 0, max_exponent);
+  auto low = min_b > (saturated >> exponent) ? saturated : min_b << exponent;
+  if (low <= max_b) {
+    // 2 * low <= 2 * max_b, far from overflowing (max_b is at most 7 days).
+    std::uniform_int_distribution<std::int64_t> doubled(low, 2 * low);
+    if (auto b = doubled(rng); b <= max_b)
+      return std::chrono::milliseconds{b};
+  }
+  std::uniform_int_distribution<std::int64_t> capped((max_b + 1) / 2, max_b);
+  return std::chrono::milliseconds{capped(rng)};
 }
 
 } // namespace troupe

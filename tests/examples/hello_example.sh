@@ -3,23 +3,26 @@
 # with hello-producer, run hello-worker from examples/hello/troupe.ini until every message is
 # done (a bounded wait on `troupe stats`), then stop it with SIGTERM and expect exit code 0.
 #   hello_example.sh BIN_DIR SOURCE_DIR
+# BIN_DIR holds troupe, hello-producer and hello-worker. The area's schema is $HELLO_SCHEMA
+# (default troupe).
 set -euo pipefail
 bin="$1"
 src="$2"
 if [ -n "${TROUPE_TEST_DSN:-}" ]; then dsn="$TROUPE_TEST_DSN"; else dsn="$(cat "$TROUPE_TEST_PGDIR/dsn")"; fi
 export TROUPE_DSN="$dsn"
+schema="${HELLO_SCHEMA:-troupe}"
 
-psql_cmd() { "$bin/troupe" --dsn "$dsn" "$@"; }
+psql_cmd() { "$bin/troupe" --dsn "$dsn" --schema "$schema" "$@"; }
 cleanup() {
   [ -n "${worker:-}" ] && kill -9 "$worker" 2>/dev/null || true
-  psql "$dsn" -qc "DROP SCHEMA IF EXISTS troupe CASCADE" >/dev/null 2>&1 || true
+  psql "$dsn" -qc "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-psql "$dsn" -qc "DROP SCHEMA IF EXISTS troupe CASCADE" >/dev/null 2>&1 || true
+psql "$dsn" -qc "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
 
 psql_cmd init
-"$bin/hello-producer" "$dsn" 20 >/dev/null        # 20 greetings + 1 delayed fibonacci
-"$bin/hello-worker" --config-file="$src/examples/hello/troupe.ini" &
+"$bin/hello-producer" "$dsn" 20 "$schema" >/dev/null        # 20 greetings + 1 delayed fibonacci
+"$bin/hello-worker" --config-file="$src/examples/hello/troupe.ini" --area.schema="$schema" &
 worker=$!
 
 deadline=$((SECONDS + 30))
@@ -41,7 +44,7 @@ if [ "$status" -ne 0 ]; then
   echo "hello example: hello-worker exited with $status after SIGTERM" >&2
   exit 1
 fi
-result=$(psql "$dsn" -Atc "SELECT result FROM troupe.queue WHERE task_name = 'hello.greet' AND args->>0 = 'visitor 7'")
+result=$(psql "$dsn" -Atc "SELECT result FROM $schema.queue WHERE task_name = 'hello.greet' AND args->>0 = 'visitor 7'")
 if [ "$result" != '"hello, visitor 7"' ]; then
   echo "hello example: unexpected result $result" >&2
   exit 1

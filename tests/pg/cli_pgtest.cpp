@@ -7,6 +7,7 @@
 #include "troupe/client.hpp"
 #include "troupe/error.hpp"
 #include "troupe/task.hpp"
+#include "troupe/version.hpp"
 
 #include <fmt/format.h>
 #include <sys/wait.h>
@@ -148,6 +149,27 @@ CAF_TEST(a password in the DSN never appears in an error) {
   CAF_CHECK_EQUAL(r.status, 1);
   CAF_CHECK(!has(r.out, "s3cr3t"));
   CAF_CHECK(has(r.out, "password=***"));
+}
+
+CAF_TEST(the command checks a DSN by the rule every part of Troupe uses) {
+  // Malformed: refused before any connection, with exit code 2, quoting no password.
+  auto malformed = troupe_cli("--dsn 'host=db port' stats");
+  CAF_CHECK_EQUAL(malformed.status, 2);
+  CAF_CHECK(has(malformed.out, "invalid PostgreSQL connection string"));
+  auto secret = troupe_cli("--dsn 'postgresql://app:s3cr%zzet@db/x' stats");
+  CAF_CHECK_EQUAL(secret.status, 2);
+  CAF_CHECK(!has(secret.out, "s3cr"));
+  // A bare word is a database name, as libpq takes it: accepted, and then not reachable here.
+  auto name = troupe_cli("--dsn 'troupe_no_such_database' stats");
+  CAF_CHECK_EQUAL(name.status, 1);
+  CAF_CHECK(has(name.out, "cannot connect"));
+}
+
+CAF_TEST(version prints the version of the build) {
+  auto v = troupe_cli("--version");
+  CAF_CHECK_EQUAL(v.status, 0);
+  CAF_CHECK_EQUAL(v.out, std::string("troupe ") + version_string + "\n");
+  CAF_CHECK_EQUAL(troupe_cli("version").out, v.out);
 }
 
 CAF_TEST(sql prints a migration script that builds the area) {

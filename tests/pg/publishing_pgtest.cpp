@@ -191,6 +191,33 @@ CAF_TEST(ids are accepted exactly when PostgreSQL accepts them) {
   }
 }
 
+CAF_TEST(a publish returns the id as stored whatever spelling the caller gave) {
+  auto spelled = [](std::string id) {
+    auto m = job(1);
+    m.id = std::move(id);
+    return m;
+  };
+  auto canonical = "0190f1e2-aaaa-7bbb-8ccc-0123456789ab";
+  auto one = producer.enqueue(spelled("{0190F1E2-AAAA-7BBB-8CCC-0123456789AB}"));
+  CAF_CHECK_EQUAL(one.id, canonical);
+  CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM {} WHERE message_id::text = '{}'",
+                                          area.queue_table(), one.id)),
+                  1);
+  // In a batch, with a key, and through COPY (32 messages or more): the same.
+  std::vector<message> batch;
+  for (int i = 0; i < 40; ++i)
+    batch.push_back(spelled(fmt::format("{{0190F1E2-AAAA-7BBB-8CCC-0123456789{:02X}}}", i)));
+  auto out = producer.enqueue_many(batch);
+  CAF_REQUIRE_EQUAL(out.size(), batch.size());
+  for (int i = 0; i < 40; ++i)
+    CAF_CHECK_EQUAL(out[static_cast<std::size_t>(i)].id,
+                    fmt::format("0190f1e2-aaaa-7bbb-8ccc-0123456789{:02x}", i));
+  auto keyed = producer.enqueue(spelled("0190F1E2AAAA7BBB8CCC0123456789FF"), key("spelled"));
+  CAF_CHECK_EQUAL(keyed.id, "0190f1e2-aaaa-7bbb-8ccc-0123456789ff");
+  // A duplicate of it returns the stored spelling too.
+  CAF_CHECK_EQUAL(producer.enqueue(job(2), key("spelled")).id, keyed.id);
+}
+
 CAF_TEST(a large batch puts back a message whose id is stored) {
   std::vector<message> first;
   for (int i = 0; i < 40; ++i)
@@ -449,6 +476,30 @@ CAF_TEST(actors publish batches with options through the storage pool) {
              [&](caf::error& e) { refused = describe(e); });
   CAF_CHECK(has(refused, "invalid_argument: invalid enqueue options for message 0"));
   CAF_CHECK_EQUAL(rows(), 2);
+  self->send_exit(pool, caf::exit_reason::user_shutdown);
+}
+
+CAF_TEST(the storage pool refuses a bad batch before any database access) {
+  // A pool whose server does not exist: only answers that need no connection come back.
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto pool = spawn_storage_pool(sys, "host=127.0.0.1 port=1 connect_timeout=2", area.where());
+  caf::scoped_actor self{sys};
+  auto ask = [&](std::vector<message> batch, std::vector<enqueue_options> options) {
+    std::string answer;
+    self->request(pool, 10s, enqueue_atom_v, std::move(batch), std::move(options))
+      .receive([&](std::vector<message>& out) { answer = fmt::format("{} published", out.size()); },
+               [&](caf::error& e) { answer = describe(e); });
+    return answer;
+  };
+  std::vector<message> too_many(max_batch_size + 1, job(1));
+  CAF_CHECK(has(ask(too_many, {}), "invalid_argument: batch limit is 1000 messages"));
+  CAF_CHECK(has(ask({job(1)}, {enqueue_options::delayed(-5ms)}),
+                "invalid_argument: invalid enqueue options for message 0"));
+  CAF_CHECK(has(ask({job(1), job(2)}, {key("a")}), "invalid_argument: options must match"));
+  CAF_CHECK_EQUAL(ask({}, {}), "0 published");
+  // What needs the database gets the lost connection.
+  CAF_CHECK(has(ask({job(1)}, {}), "connection_lost"));
   self->send_exit(pool, caf::exit_reason::user_shutdown);
 }
 

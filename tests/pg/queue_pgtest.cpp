@@ -485,6 +485,8 @@ CAF_TEST(a batch is one transaction and one notification per queue) {
 }
 
 CAF_TEST(vacuum_queue vacuums only past the dead rows it is given) {
+  // Autovacuum must not take the table first (the VACUUM here would then skip it).
+  area.sql().exec("ALTER TABLE " + area.queue_table() + " SET (autovacuum_enabled = false)");
   std::vector<message> batch;
   for (int i = 0; i < 200; ++i)
     batch.push_back(job(i));
@@ -513,18 +515,21 @@ CAF_TEST(vacuum_queue vacuums only past the dead rows it is given) {
   CAF_CHECK_EQUAL(stats("vacuum_count"), 0);
   CAF_CHECK(storage::vacuum_queue(conn, area.statements(), 100) >= 400);
   CAF_CHECK_EQUAL(stats("vacuum_count"), 1);
-  CAF_CHECK_EQUAL(stats("n_dead_tup"), 0);
+  // (How many dead versions that VACUUM could remove depends on the oldest snapshot any other
+  // session of the cluster holds, a test running beside this one included: not asserted.)
   CAF_CHECK_EQUAL(area.scalar("SHOW statement_timeout"), 0); // the 30 s bound is reset
   // A role that owns neither the table nor the database is told so, and nothing runs.
   auto schema = storage::quote_identifier(area.where().schema);
-  conn.exec("DROP ROLE IF EXISTS troupe_test_stranger");
-  conn.exec("CREATE ROLE troupe_test_stranger");
-  conn.exec("GRANT USAGE ON SCHEMA " + schema + " TO troupe_test_stranger");
-  conn.exec("SET ROLE troupe_test_stranger");
+  // (Roles are the cluster's: the role is named after this test's own schema.)
+  auto stranger = storage::quote_identifier(area.where().schema + "_stranger");
+  conn.exec("DROP ROLE IF EXISTS " + stranger);
+  conn.exec("CREATE ROLE " + stranger);
+  conn.exec("GRANT USAGE ON SCHEMA " + schema + " TO " + stranger);
+  conn.exec("SET ROLE " + stranger);
   auto refused = storage::vacuum_queue(conn, area.statements(), 0);
   conn.exec("RESET ROLE");
-  conn.exec("REVOKE USAGE ON SCHEMA " + schema + " FROM troupe_test_stranger");
-  conn.exec("DROP ROLE troupe_test_stranger");
+  conn.exec("REVOKE USAGE ON SCHEMA " + schema + " FROM " + stranger);
+  conn.exec("DROP ROLE " + stranger);
   CAF_CHECK_EQUAL(refused, storage::vacuum_not_allowed);
   CAF_CHECK_EQUAL(stats("vacuum_count"), 1);
 }

@@ -16,6 +16,8 @@ namespace {
 
 task_ref<void()> always_fails{"always_fails"};
 task_ref<int()> fails_once{"fails_once"};
+task_ref<int()> asks_later{"asks_later"};
+task_ref<void()> asks_always{"asks_always"};
 task_ref<void(message_summary, retry_info)> gave_up{"gave_up"};
 task_ref<void(message_summary, std::string)> succeeded{"succeeded"};
 task_ref<void(message_summary, failure_info)> failed_once{"failed_once"};
@@ -60,6 +62,21 @@ struct fixture : testkit::node_harness {
         return 7;
       },
       slow_retry);
+    task_options later;
+    later.store_results = true;
+    tasks->define(
+      asks_later,
+      [calls] {
+        if (calls->fetch_add(1) == 0)
+          throw retry_after(1500ms, "come back later");
+        return 11;
+      },
+      later);
+    task_options impatient;
+    impatient.max_retries = 1;
+    impatient.on_retry_exhausted = "gave_up";
+    tasks->define(
+      asks_always, [] { throw retry_after(100ms); }, impatient);
     auto seen = this->seen;
     tasks->define(gave_up, [seen](const message_summary& m, const retry_info& r) {
       seen->add(
@@ -119,6 +136,44 @@ CAF_TEST(the failure record is set by a failed attempt and cleared by a later su
   CAF_REQUIRE(testkit::wait_until([&] { return seen->get().size() == 1; }, 10s));
   auto lines = seen->get();
   CAF_CHECK_EQUAL(lines.at(0), "succeeded fails_once 7");
+}
+
+CAF_TEST(a task that throws retry_after is retried after the delay it asked for) {
+  auto m = producer.enqueue(asks_later());
+  // While the row waits for its retry: eta is the completion's now() plus the delay, started_at
+  // the claim's now(), both by the database's clock. Between the two lie only the task and the
+  // 2 ms completion flush. (A 0 means the row is not waiting, or not yet.)
+  auto eta_after_start =
+    fmt::format("SELECT (extract(epoch FROM eta - started_at) * 1000)::bigint FROM {} "
+                "WHERE message_id = '{}' AND state = 'queued' AND attempts = 1 AND "
+                "error->>'type' = 'troupe::retry_after' AND error->>'text' = 'come back later'",
+                area.queue_table(), m.id);
+  std::int64_t delay = 0;
+  CAF_REQUIRE(
+    testkit::wait_until([&] { return (delay = area.scalar(eta_after_start)) != 0; }, 10s));
+  CAF_CHECK_GREATER_OR_EQUAL(delay, 1500);
+  CAF_CHECK_LESS(delay, 4000); // the task's backoff would be 15 s or more
+  CAF_CHECK_EQUAL(producer.get_result<int>(m, true), 11);
+  // The second attempt started no earlier than the eta the first one set (a success keeps it).
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND state = 'done' AND attempts = 2 AND "
+                                    "started_at >= eta AND error IS NULL",
+                                    m.id)),
+                  1);
+}
+
+CAF_TEST(retry_after uses up retries and ends like any exhausted failure) {
+  auto m = producer.enqueue(asks_always());
+  CAF_REQUIRE(testkit::wait_until(
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'failed'", m.id)) == 1; }, 15s));
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND attempts = 2 AND "
+                                    "error->>'type' = 'troupe::retry_after' AND "
+                                    "error->>'text' = 'retry requested by the task'",
+                                    m.id)),
+                  1);
+  CAF_REQUIRE(testkit::wait_until([&] { return seen->get().size() == 1; }, 10s));
+  auto lines = seen->get();
+  CAF_CHECK_EQUAL(lines.at(0),
+                  fmt::format("gave_up asks_always {} 1/1 retry requested by the task", m.id));
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -2,12 +2,15 @@
 #include <caf/test/unit_test.hpp>
 
 #include "scratch_area.hpp"
+#include "troupe/async_transactional.hpp"
 #include "troupe/error.hpp"
 #include "troupe/task.hpp"
 #include "troupe/transactional.hpp"
 
 #include <fmt/format.h>
+#include <functional>
 #include <libpq-fe.h>
+#include <poll.h>
 
 using namespace troupe;
 using namespace std::chrono_literals;
@@ -30,6 +33,21 @@ struct fixture {
   std::int64_t count(const std::string& where) {
     return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
   }
+  // Milliseconds from the caller's transaction start to the eta of message `id`, and from the
+  // server's clock now to that eta (both by the server's clock).
+  std::pair<std::int64_t, std::int64_t> eta_of(const std::string& id,
+                                               const std::string& transaction_start) {
+    auto since_start = area.scalar(
+      fmt::format("SELECT (extract(epoch FROM eta - '{}'::timestamptz) * 1000)::bigint FROM {} "
+                  "WHERE message_id = '{}'",
+                  transaction_start, area.queue_table(), id));
+    auto from_now = area.scalar(
+      fmt::format("SELECT (extract(epoch FROM eta - clock_timestamp()) * 1000)::bigint FROM {} "
+                  "WHERE message_id = '{}'",
+                  area.queue_table(), id));
+    return {since_start, from_now};
+  }
+
   std::int64_t orders() {
     return area.scalar(fmt::format("SELECT count(*) FROM {}.orders",
                                    storage::quote_identifier(area.where().schema)));
@@ -127,6 +145,54 @@ CAF_TEST(a batch holds at most 1000 messages and an empty one runs no SQL) {
   CAF_CHECK_EQUAL(count("true"), 1000);
   CAF_CHECK_EQUAL(out.front().id, thousand.front().id); // input order kept
   CAF_CHECK_EQUAL(out.back().id, thousand.back().id);
+}
+
+CAF_TEST(a delay in the caller transaction counts from the publish in every mode) {
+  // Each publish comes 1.5 s into its transaction, with a 1 s delay: its eta is about 2.5 s
+  // after the transaction began, so still ahead when the transaction commits.
+  auto in_transaction = [&](const std::function<std::vector<std::string>()>& publish) {
+    caller.exec("BEGIN");
+    std::string start(caller.exec("SELECT now()::text").text(0, 0));
+    caller.exec("SELECT pg_sleep(1.5)");
+    auto ids = publish();
+    caller.exec("COMMIT");
+    for (const auto& id : ids) {
+      auto [since_start, from_now] = eta_of(id, start);
+      CAF_CHECK(since_start >= 2400);
+      CAF_CHECK(from_now > 500); // ahead of the commit, which came just after the publish
+      CAF_CHECK(from_now <= 1000);
+    }
+  };
+  in_transaction([&] {
+    return std::vector<std::string>{
+      enqueue_in_transaction(caller.native(), area.where(), ship(1).with_delay(1s)).id};
+  });
+  in_transaction([&] {
+    auto out =
+      enqueue_many_in_transaction(caller.native(), area.where(), {ship(2), ship(3)},
+                                  {enqueue_options::delayed(1s), enqueue_options::delayed(1s)});
+    return std::vector<std::string>{out[0].id, out[1].id};
+  });
+  in_transaction([&] { // the deduplicated path: a key claim first, then the insert
+    auto o = enqueue_options::deduplicated("order-4", 60s);
+    o.delay = 1s;
+    return std::vector<std::string>{
+      enqueue_in_transaction(caller.native(), area.where(), ship(4), o).id};
+  });
+  in_transaction([&] { // non-blocking, as an event loop drives it
+    PQsetnonblocking(caller.native(), 1);
+    auto publish =
+      async_publish::many(caller.native(), area.where(), {ship(5)}, {enqueue_options::delayed(1s)});
+    while (!publish.poll()) {
+      pollfd pfd{publish.socket(),
+                 static_cast<short>(POLLIN | (publish.wants_write() ? POLLOUT : 0)), 0};
+      ::poll(&pfd, 1, 100);
+    }
+    auto out = publish.result();
+    PQsetnonblocking(caller.native(), 0);
+    return std::vector<std::string>{out[0].id};
+  });
+  CAF_CHECK_EQUAL(count("state = 'queued'"), 5);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 using namespace troupe;
@@ -21,6 +22,13 @@ task_ref<void(int)> nap{"nap"};
 task_ref<void()> ghost{"ghost"}; // never registered on the node
 
 std::atomic<int> naps_started{0};
+
+task_ref<void()> gate{"gate"};
+task_ref<void(std::string)> mark{"mark"};
+std::atomic<bool> gate_open{false};
+std::atomic<int> gate_started{0};
+std::mutex marks_mutex;
+std::vector<std::string> marks; // the order in which mark tasks started
 
 struct fixture {
   testkit::scratch_area area;
@@ -35,6 +43,15 @@ struct fixture {
     keep.store_results = true;
     tasks->define(
       add, [](int a, int b) { return a + b; }, keep);
+    tasks->define(gate, [] {
+      ++gate_started;
+      while (!gate_open)
+        std::this_thread::sleep_for(2ms);
+    });
+    tasks->define(mark, [](const std::string& tag) {
+      std::lock_guard guard{marks_mutex};
+      marks.push_back(tag);
+    });
     tasks->define(nap, [](int ms) {
       ++naps_started;
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -339,6 +356,29 @@ CAF_TEST(two nodes share a queue and never run a message twice) {
   auto ra = stop(a);
   auto rb = stop(b);
   CAF_CHECK_EQUAL(ra.executed + rb.executed, 500);
+}
+
+CAF_TEST(prefetched messages start by priority whatever order they were claimed in) {
+  gate_open = false;
+  gate_started = 0;
+  marks.clear();
+  auto node = spawn_worker_node(*sys, options(1, 2), tasks);
+  producer.enqueue(gate());
+  CAF_REQUIRE(testkit::wait_until([&] { return gate_started == 1; }, 10s));
+  // The executor is busy: a priority-10 message is claimed first, then a priority-0 one.
+  auto later = producer.enqueue(mark("priority 10").with_priority(10));
+  CAF_REQUIRE(testkit::wait_until(
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'running'", later.id)) == 1; },
+    10s));
+  auto sooner = producer.enqueue(mark("priority 0").with_priority(0));
+  CAF_REQUIRE(testkit::wait_until(
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'running'", sooner.id)) == 1; },
+    10s));
+  gate_open = true;
+  CAF_REQUIRE(testkit::wait_until([&] { return count("state = 'done'") == 3; }, 10s));
+  std::lock_guard guard{marks_mutex};
+  CAF_CHECK_EQUAL(marks, (std::vector<std::string>{"priority 0", "priority 10"}));
+  stop(node);
 }
 
 CAF_TEST(a CAF producer publishes through a storage pool without blocking) {

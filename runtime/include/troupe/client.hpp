@@ -51,6 +51,8 @@ struct client_options {
 /// Publishes messages into an area.
 class client {
 public:
+  /// Throws troupe::error(invalid_argument) for an invalid area or a DSN libpq cannot parse
+  /// (troupe/dsn.hpp); connects on first use.
   explicit client(client_options options);
   ~client();
   client(const client&) = delete;

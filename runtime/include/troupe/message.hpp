@@ -42,6 +42,35 @@ struct message {
     copy.queue = std::move(q);
     return copy;
   }
+
+  // Per-message options of the standard middleware (docs/middleware.md): each returns a copy
+  // with one key of `options_json` set and the others kept, and overrides the task's option of
+  // the same name for this message. Each throws troupe::error(invalid_argument) naming the
+  // option and the value when the value is out of range, or when `options_json` is not a JSON
+  // object.
+
+  /// Retries after the first attempt (`max_retries`, 0 or more).
+  message with_max_retries(std::int32_t retries) const;
+  /// The backoff before the first retry (`min_backoff`, positive).
+  message with_min_backoff(std::chrono::milliseconds backoff) const;
+  /// The longest backoff (`max_backoff`, positive; more than 7 days counts as 7 days).
+  message with_max_backoff(std::chrono::milliseconds backoff) const;
+  /// Skip the message when it is older than this at the start of an attempt (`max_age`,
+  /// positive).
+  message with_max_age(std::chrono::milliseconds age) const;
+  /// How long an attempt may run (`time_limit`, positive).
+  message with_time_limit(std::chrono::milliseconds limit) const;
+  /// The task to publish after a success (`on_success`). An empty name publishes none, even
+  /// when the task names one.
+  message with_on_success(std::string task) const;
+  /// The task to publish after each failed attempt (`on_failure`); empty: none.
+  message with_on_failure(std::string task) const;
+  /// The task to publish once retries are exhausted (`on_retry_exhausted`); empty: none.
+  message with_on_retry_exhausted(std::string task) const;
+  /// Whether to keep the result for get_result (`store_results`).
+  message with_store_results(bool store = true) const;
+  /// Whether the task is told that its node is stopping (`notify_shutdown`).
+  message with_notify_shutdown(bool notify = true) const;
 };
 
 /// A new message for `task` on `queue` with already-encoded arguments: a fresh id and timestamp.

@@ -47,7 +47,8 @@ struct attempt {
   std::string error_text;
   /// The exception the task threw, for predicates that look at its type.
   std::exception_ptr exception;
-  /// Set by the retries middleware: the message goes back to its queue after this delay.
+  /// Set by the retries middleware: the message goes back to its queue after this delay (the
+  /// backoff, or what the task asked for by throwing retry_after).
   bool retry = false;
   std::chrono::milliseconds retry_delay{0};
   /// Messages to publish when, and only when, this attempt's outcome is written (callbacks,
@@ -98,9 +99,14 @@ using middleware_ptr = std::shared_ptr<middleware>;
 /// The standard stack, in order: age limit, retries, callbacks.
 std::vector<middleware_ptr> standard_middleware();
 
-/// The retries middleware's delay before retry number `retries` + 1: `min_backoff` doubled per
-/// earlier retry and capped at `max_backoff`, then drawn uniformly from the upper half of that,
-/// never below `min_backoff`.
+/// The longest backoff: a longer max_backoff (message or task option) counts as this, 7 days.
+inline constexpr std::chrono::milliseconds longest_retry_backoff{7LL * 24 * 3600 * 1000};
+
+/// The retries middleware's delay before the next retry of a message that has been retried
+/// `retries` times so far (0 before the first retry), Dramatiq's schedule: a uniform draw in
+/// [min_backoff * 2^r, min_backoff * 2^(r+1)] with r = `retries` capped at 32. A draw above
+/// `max_backoff` (itself capped at longest_retry_backoff) is replaced by a uniform draw in
+/// [max_backoff / 2, max_backoff]. Whole milliseconds; negative arguments count as 0.
 std::chrono::milliseconds retry_backoff(std::int32_t retries, std::chrono::milliseconds min_backoff,
                                         std::chrono::milliseconds max_backoff);
 

@@ -40,6 +40,24 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// Thrown by a task to be retried after `delay` instead of the retry backoff (Dramatiq's
+/// `Retry(delay=...)`). Otherwise it is a failure like any other: never_retry_on and retry_when
+/// apply, it uses up a retry, and when retries are exhausted the message fails (and
+/// on_retry_exhausted follows) as for any failure. A negative delay counts as 0.
+class retry_after : public std::runtime_error {
+public:
+  explicit retry_after(std::chrono::milliseconds delay,
+                       const std::string& reason = "retry requested by the task")
+      : std::runtime_error(reason),
+        delay_(delay.count() < 0 ? std::chrono::milliseconds{0} : delay) {}
+
+  /// The delay before the retry, never negative.
+  std::chrono::milliseconds delay() const noexcept { return delay_; }
+
+private:
+  std::chrono::milliseconds delay_;
+};
+
 /// What a running task can know about its message, and how it learns that it should stop.
 /// Owned by the executor running it.
 struct task_context {
@@ -125,9 +143,11 @@ struct retry_info {
 struct task_options {
   /// Retries after the first attempt (default 20).
   std::optional<std::int32_t> max_retries;
-  /// Backoff before the first retry (default 15 s); it doubles per retry up to max_backoff.
+  /// The first retry waits 1 to 2 times this (default 15 s), and each later retry twice as
+  /// long as the one before (see retry_backoff).
   std::optional<std::chrono::milliseconds> min_backoff;
-  /// Longest backoff (default 7 days).
+  /// Longest backoff (default 7 days, and never more): a longer delay is drawn from
+  /// [max_backoff / 2, max_backoff] instead.
   std::optional<std::chrono::milliseconds> max_backoff;
   /// Decides whether to retry instead of max_retries: (retries so far, the exception). The
   /// exception pointer is null for attempts that ended without one (an executor that died, an
