@@ -4,6 +4,7 @@
 // nothing in flight it waits on its mailbox only.
 #include "actors/protocol.hpp"
 #include "troupe/async_transactional.hpp"
+#include "troupe/log.hpp"
 
 #include <poll.h>
 
@@ -103,6 +104,11 @@ async_publisher_impl_actor::behavior_type
 async_publisher_impl(publisher_pointer self, area where, std::vector<middleware_ptr> middleware) {
   self->state.where = std::move(where);
   self->state.middleware = std::move(middleware);
+  self->set_default_handler(
+    [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+      log().warn("async publisher: unexpected message {}", caf::to_string(x.content()));
+      return caf::sec::unexpected_message;
+    });
   // Stopping the publisher cancels what is in flight; each caller gets its reply.
   self->set_exit_handler([=](caf::exit_msg& em) {
     for (auto& [conn, f] : self->state.running) {

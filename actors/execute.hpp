@@ -40,7 +40,7 @@ std::chrono::milliseconds time_limit_of(const task_registry& registry,
                                         const storage::claimed_message& msg);
 
 /// The outcome of an attempt that ended without its executor reporting one (it was abandoned
-/// past its time limit, or its executor died): a failure of type `type` that the
+/// past its time limit): a failure of type `type` that the
 /// after_process hooks see like any failure, so the retry policy and callbacks apply.
 storage::outcome lost_attempt(const task_registry& registry, const storage::claimed_message& msg,
                               const std::string& queue, const std::string& type,

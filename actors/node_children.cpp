@@ -29,7 +29,8 @@ std::vector<node_child> node_children(const node_options& options) {
   using on_death = node_child::on_death;
   using stops = node_child::stops;
   std::vector<node_child> table;
-  // Every database access of the node but the listener's goes through it.
+  // The node's pool: claims, outcomes, hand-backs and janitor passes go through it (the
+  // listener and the janitor's vacuums have connections of their own).
   table.push_back({"the storage router", starts::with_node, on_death::escalate, stops::exit,
                    [](caf::actor_system& sys, node_context& n, bool) {
                      n.storage = spawn_storage_router(sys, storage_config(n, "troupe-node"),

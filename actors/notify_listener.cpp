@@ -1,6 +1,7 @@
 #include "actors/notify_listener.hpp"
 
 #include "storage/connection.hpp"
+#include "storage/naming.hpp"
 #include "storage/queries.hpp"
 #include "troupe/log.hpp"
 
@@ -58,7 +59,8 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
         storage::listen_for_wakes(*conn, stmts);
         if (node_id == 0) {
           node_id = storage::register_node(*conn, stmts, s.identity);
-          log().info("node registered node={} name={}", node_id, s.identity.name);
+          log().info("node registered node={} name={} channel={}", node_id, s.identity.name,
+                     storage::wake_channel(stmts.where()));
           self->send(s.node, registered_atom_v, node_id);
         } else {
           storage::reregister_node(*conn, stmts, s.identity, node_id);

@@ -38,6 +38,9 @@ CAF_ADD_ATOM(troupe_internal, troupe::actors, limit_atom, "limit")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, deadline_atom, "deadline")
 CAF_END_TYPE_ID_BLOCK(troupe_internal)
 
+static_assert(caf::id_block::troupe_internal::end <= troupe::first_application_type_id,
+              "the internal type-id block outgrew the room <troupe/caf.hpp> leaves for it");
+
 namespace troupe::storage {
 
 template <class Inspector>

@@ -4,6 +4,7 @@
 #include "storage/connection.hpp"
 #include "storage/queries.hpp"
 #include "troupe/client.hpp"
+#include "troupe/dsn.hpp"
 #include "troupe/log.hpp"
 
 #include <map>
@@ -103,6 +104,11 @@ result_waiter_impl_actor::behavior_type waiter_impl(waiter_ptr self, std::string
                                                     storage::statement_set_ptr stmts) {
   self->state.dsn = std::move(dsn);
   self->state.stmts = std::move(stmts);
+  self->set_default_handler(
+    [](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+      log().warn("result waiter: unexpected message {}", caf::to_string(x.content()));
+      return caf::sec::unexpected_message;
+    });
   return {
     [=](caf::get_atom, std::string& id,
         std::int64_t timeout_ms) -> caf::typed_response_promise<std::string> {
@@ -149,6 +155,7 @@ namespace troupe {
 
 result_waiter_actor spawn_result_waiter(caf::actor_system& sys, const std::string& dsn,
                                         const area& where) {
+  validate_dsn(dsn);
   return sys.spawn<caf::detached>(actors::waiter_impl, dsn, storage::make_statement_set(where));
 }
 

@@ -480,9 +480,9 @@ std::int32_t register_node(connection& conn, const statement_set& stmts, const n
   if (version < latest_migration())
     throw error(errc::bug, fmt::format("area (schema \"{}\", prefix \"{}\") is at schema "
                                        "version {} and this Troupe needs version {}: run "
-                                       "`troupe upgrade` first",
+                                       "`troupe {}` first",
                                        stmts.where().schema, stmts.where().prefix, version,
-                                       latest_migration()));
+                                       latest_migration(), version == 0 ? "init" : "upgrade"));
   auto res = conn.run(stmts.get(sql::register_node), identity_params(who, stmts));
   return static_cast<std::int32_t>(res.int64(0, 0));
 }

@@ -9,6 +9,7 @@
 #include <troupe/log.hpp>
 #include <troupe/worker_node.hpp>
 
+#include <cstdlib>
 #include <iostream>
 #include <string_view>
 
@@ -25,7 +26,10 @@ int main(int argc, char** argv) {
     troupe::task_registry tasks;
     hello::define_tasks(tasks);
     troupe::worker_node node(settings.node, std::move(tasks));
-    return node.run().exit_code;
+    auto summary = node.run();
+    if (summary.abandoned > 0)
+      std::_Exit(summary.exit_code); // tasks still run on their threads: no static destructors
+    return summary.exit_code;
   } catch (const troupe::error& e) {
     std::cerr << "hello-worker: " << e.what() << "\n";
     return 2;

@@ -54,7 +54,7 @@ void define_tasks(troupe::task_registry& tasks, std::shared_ptr<audit> audit_log
   troupe::task_options payment;
   payment.store_results = true; // get_result can read the result
   payment.max_retries = 3;      // retried up to 3 times...
-  payment.min_backoff = 100ms;  // ...after 100 ms, then about 200 ms, 400 ms
+  payment.min_backoff = 100ms;  // ...after a draw of 100-200 ms, then 200-400 ms, 400-800 ms
   payment.max_backoff = 1s;
   payment.never_retry_on<bad_amount>(); // a caller's mistake is not retried
   payment.on_success = "shop.receipt";

@@ -3,13 +3,13 @@
 #include "storage/connection.hpp"
 #include "storage/migrations.hpp"
 #include "storage/queries.hpp"
+#include "storage/shared_connection.hpp"
 #include "storage/statements.hpp"
 #include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
 
 #include <algorithm>
-#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -28,34 +28,13 @@ std::string area_name(const area& a) {
 struct admin::impl {
   admin_options options;
   storage::statement_set_ptr stmts;
-  std::mutex mutex;
-  std::optional<storage::connection> conn;
+  std::optional<storage::shared_connection> conn;
 
   // Runs `f` on the connection; a connection lost before or during `f` is reopened and `f`
-  // tried once more (every admin call is a read, or a migration that either committed or not
-  // and is idempotent).
+  // run once more (every admin call is a read, or migrations, which are idempotent).
   template <class F>
   auto with_connection(F&& f) -> decltype(f(std::declval<storage::connection&>())) {
-    std::lock_guard guard{mutex};
-    for (int attempt = 0;; ++attempt) {
-      try {
-        if (!conn || !conn->ok()) {
-          conn.reset();
-          conn.emplace(storage::connection::open(options.dsn, options.application_name));
-          if (options.on_warning)
-            conn->on_warning([receiver = options.on_warning](std::string_view text) {
-              receiver(std::string(text));
-            });
-          else
-            conn->on_warning([](std::string_view text) { log().warn("postgres: {}", text); });
-        }
-        return f(*conn);
-      } catch (const error& e) {
-        if (e.code() != errc::connection_lost || attempt > 0)
-          throw;
-        conn.reset();
-      }
-    }
+    return conn->with([&](storage::connection& c, bool) { return f(c); });
   }
 
   void require_initialized(storage::connection& c) {
@@ -81,6 +60,13 @@ admin::admin(admin_options options) : impl_(std::make_unique<impl>()) {
   validate_area(options.area);
   validate_dsn(options.dsn);
   impl_->stmts = storage::make_statement_set(options.area);
+  auto warning = options.on_warning;
+  impl_->conn.emplace(options.dsn, options.application_name, [warning](storage::connection& c) {
+    if (warning)
+      c.on_warning([warning](std::string_view text) { warning(std::string(text)); });
+    else
+      c.on_warning([](std::string_view text) { log().warn("postgres: {}", text); });
+  });
   impl_->options = std::move(options);
 }
 

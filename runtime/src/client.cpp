@@ -5,12 +5,12 @@
 
 #include "storage/connection.hpp"
 #include "storage/queries.hpp"
+#include "storage/shared_connection.hpp"
 #include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"
 
-#include <mutex>
 #include <optional>
 
 namespace troupe {
@@ -36,34 +36,16 @@ std::string detail::result_of(const storage::finished_message& m) {
 struct client::impl {
   client_options options;
   storage::statement_set_ptr stmts;
-  std::mutex mutex;
-  std::optional<storage::connection> conn;
-
-  // Runs `f(connection, first_try)`; a lost connection is reopened and `f` tried once more.
-  // Every write here is one statement or one transaction that either committed or did not; the
-  // retry passes first_try = false so that a publish that did commit is not applied twice.
-  template <class F>
-  void with_connection(F&& f) {
-    std::lock_guard guard{mutex};
-    for (int attempt = 0;; ++attempt) {
-      try {
-        if (!conn || !conn->ok())
-          conn.emplace(storage::connection::open(options.dsn, options.application_name));
-        f(*conn, attempt == 0);
-        return;
-      } catch (const error& e) {
-        if (e.code() != errc::connection_lost || attempt > 0)
-          throw;
-        conn.reset();
-      }
-    }
-  }
+  // Every write is one statement or one transaction that either committed or did not; a
+  // retry after a lost connection restarts the plan without reviving what may have run.
+  std::optional<storage::shared_connection> conn;
 };
 
 client::client(client_options options) : impl_(std::make_unique<impl>()) {
   validate_area(options.area);
   validate_dsn(options.dsn);
   impl_->stmts = storage::make_statement_set(options.area);
+  impl_->conn.emplace(options.dsn, options.application_name);
   impl_->options = std::move(options);
 }
 
@@ -81,7 +63,7 @@ std::vector<message> client::enqueue_many(std::vector<message> batch,
                             impl_->options.middleware, true);
   if (plan.empty())
     return {};
-  impl_->with_connection([&](storage::connection& c, bool first_try) {
+  impl_->conn->with([&](storage::connection& c, bool first_try) {
     if (!first_try)
       plan.restart(false);
     detail::run_on_own_connection(c, plan);
@@ -103,7 +85,7 @@ std::string client::get_result_json(const std::string& id, bool block,
   if (!block) {
     std::optional<std::string> out;
     bool exists = false;
-    impl_->with_connection([&](storage::connection& c, bool) {
+    impl_->conn->with([&](storage::connection& c, bool) {
       out = look(c);
       exists = out || storage::message_exists(c, *impl_->stmts, canonical);
     });

@@ -153,8 +153,28 @@ void validate_message(const message& m) {
     throw error(errc::invalid_argument, "message " + m.id + " has a negative delay");
 }
 
+namespace {
+
+// Whether `id` is already spelled as PostgreSQL prints a uuid: 36 characters, lower-case hex,
+// hyphens after the 8th, 12th, 16th and 20th digit (what new_message_id makes).
+bool is_canonical_uuid(std::string_view id) {
+  if (id.size() != 36)
+    return false;
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    char c = id[i];
+    bool hyphen = i == 8 || i == 13 || i == 18 || i == 23;
+    if (hyphen ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
 void normalize_message(message& m) {
   validate_message(m);
+  if (is_canonical_uuid(m.id))
+    return;
   std::string canonical;
   parse_uuid(m.id, canonical); // validated above
   m.id = std::move(canonical);

@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
     std::cout << fmt::format("executed={} released={} abandoned={}", summary.executed,
                              summary.released, summary.abandoned)
               << std::endl;
+    if (summary.abandoned > 0)
+      std::_Exit(summary.exit_code); // tasks still run on their threads
     return summary.exit_code;
   } catch (const std::exception& e) {
     std::cerr << "troupe-test-worker: " << e.what() << "\n";

@@ -1,6 +1,6 @@
 // The admin API: what an operator does to an area, in plain C++ (no CAF, no actor system).
-// The `troupe` command, the dashboard and users' own tools all go through it, so they share
-// one implementation:
+// The `troupe` command goes through it, and users' own tools can too, so they share one
+// implementation:
 //
 //   troupe::admin admin({"host=/run/postgresql dbname=app", troupe::area{}});
 //   admin.init();                                  // create the area, or upgrade it
@@ -63,10 +63,12 @@ public:
   /// zero counts when it has none). not_found when the area was never initialized.
   std::vector<queue_stats> stats(const std::optional<std::string>& queue = std::nullopt);
 
-  /// The worker nodes in the area's registry, by id.
+  /// The worker nodes in the area's registry, by id. not_found when the area was never
+  /// initialized.
   std::vector<node_status> nodes();
   /// Waits up to `timeout` until at least `count` live nodes consume `queue` (any queue when
-  /// empty), checking every 100 ms; returns whether they did. For deployments and tests that
+  /// empty), checking every 100 ms; returns whether they did (not_found when the area was
+  /// never initialized). For deployments and tests that
   /// must not publish before a node is there (a node spawned in the same process can tell
   /// directly: worker_node::ready(), or a ready_atom request to its actor).
   bool wait_for_nodes(const std::string& queue, std::size_t count,

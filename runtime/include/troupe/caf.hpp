@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-// The atoms of Troupe's public actor interfaces. Register the block (and Troupe's internal one
-// after it, which starts at caf::id_block::troupe::end) only when messages cross a process;
-// local messaging needs no registration.
+// The atoms of Troupe's public actor interfaces: the type-id block `troupe`, from
+// caf::first_custom_type_id. Troupe's internal block follows it; an application's own block
+// starts at troupe::first_application_type_id. Local messaging needs no registration.
 CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
 CAF_ADD_ATOM(troupe, troupe, stop_atom, "stop")
 CAF_ADD_ATOM(troupe, troupe, status_atom, "status")
@@ -38,6 +38,10 @@ CAF_END_TYPE_ID_BLOCK(troupe)
 struct pg_conn; // libpq's PGconn
 
 namespace troupe {
+
+/// Where an application's own type-id block may start: after Troupe's public block and the
+/// internal one that follows it (which holds fewer than 64 ids).
+inline constexpr caf::type_id_t first_application_type_id = caf::id_block::troupe::end + 64;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, message& x) {
@@ -148,7 +152,8 @@ node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
                              std::shared_ptr<const task_registry> tasks);
 
 /// Spawns a storage pool of `connections` storage actors for producers inside a CAF
-/// application (see storage_pool_actor). No middleware runs there. Stop it with send_exit.
+/// application (see storage_pool_actor). Throws troupe::error (invalid_argument) for a
+/// malformed DSN or area. No middleware runs there. Stop it with send_exit.
 storage_pool_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn,
                                       const area& where, int connections = 1);
 
@@ -158,7 +163,8 @@ storage_pool_actor spawn_storage_pool(caf::actor_system& sys, const std::string&
 async_publisher_actor spawn_async_publisher(caf::actor_system& sys, const area& where,
                                             std::vector<middleware_ptr> middleware = {});
 
-/// Spawns a result waiter for the area (see result_waiter_actor). Stop it with send_exit.
+/// Spawns a result waiter for the area (see result_waiter_actor). Throws troupe::error
+/// (invalid_argument) for a malformed DSN. Stop it with send_exit.
 result_waiter_actor spawn_result_waiter(caf::actor_system& sys, const std::string& dsn,
                                         const area& where);
 

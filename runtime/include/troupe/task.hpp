@@ -150,7 +150,7 @@ struct task_options {
   /// [max_backoff / 2, max_backoff] instead.
   std::optional<std::chrono::milliseconds> max_backoff;
   /// Decides whether to retry instead of max_retries: (retries so far, the exception). The
-  /// exception pointer is null for attempts that ended without one (an executor that died, an
+  /// exception pointer is null for attempts that ended without one (an
   /// attempt abandoned past its time limit).
   std::function<bool(std::int32_t, const std::exception_ptr&)> retry_when;
   /// Exceptions that are never retried (see never_retry_on); such a failure is final at once

@@ -36,7 +36,9 @@ public:
   /// prefetched messages go back, outcomes are flushed, the node deregisters, and its actor
   /// system shuts down. Tasks that outlive the grace period are abandoned: their messages are
   /// recovered by any live node's janitor, and their threads go on until the task returns (or
-  /// the process ends), reporting nothing (docs/guide.md, "Stopping a node").
+  /// the process ends), reporting nothing: when `abandoned` is above 0, end the process with
+  /// std::_Exit rather than return from main (docs/guide.md, "Stopping a node with tasks still
+  /// running").
   run_summary run();
 
   /// Asks a running run() to stop, as a signal would. Thread-safe.
