@@ -7,6 +7,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <functional>
 #include <pthread.h>
 
 namespace troupe {
@@ -48,6 +49,21 @@ std::shared_future<node_info> worker_node::ready() const {
   return impl_->ready;
 }
 
+namespace {
+
+// Asks the node once whether it is ready and tells `state` the answer.
+void tell_ready(caf::event_based_actor* helper, node_actor node,
+                std::function<void(node_info)> ready, std::function<void(std::string)> failed) {
+  helper->request(node, caf::infinite, ready_atom_v)
+    .then(
+      [=](const node_report& r) {
+        ready(node_info{r.node_id, r.name});
+      },
+      [=](caf::error& err) { failed("the node did not start: " + describe(err)); });
+}
+
+} // namespace
+
 run_summary worker_node::run() {
   using namespace std::chrono;
   // Block the stop signals before the actor system starts its threads, so every thread
@@ -70,16 +86,12 @@ run_summary worker_node::run() {
   caf::scoped_actor self{sys};
   auto node = spawn_worker_node(sys, impl_->options, impl_->tasks);
   self->monitor(node);
-  // Tells ready() once the node claims; a helper actor, so this thread keeps its loop.
+  // Tells ready() once the node claims: a helper actor, so this thread keeps its loop. (It is
+  // spawned with arguments: CAF 0.17 spawning a function of no arguments trips UBSan.)
   auto* state = impl_.get();
-  sys.spawn([node, state](caf::event_based_actor* helper) {
-    helper->request(node, caf::infinite, ready_atom_v)
-      .then(
-        [=](const node_report& r) {
-          state->set_ready(node_info{r.node_id, r.name});
-        },
-        [=](caf::error& err) { state->set_failed("the node did not start: " + describe(err)); });
-  });
+  sys.spawn(tell_ready, node,
+            std::function<void(node_info)>([state](node_info i) { state->set_ready(i); }),
+            std::function<void(std::string)>([state](std::string why) { state->set_failed(why); }));
 
   bool node_down = false;
   timespec tick{0, 100'000'000}; // 100 ms: how often request_stop() is looked at
