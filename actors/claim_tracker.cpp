@@ -115,6 +115,12 @@ void claim_tracker::recovery_failed() {
   grow_backoff();
 }
 
+milliseconds claim_tracker::held_off_for(steady_clock::time_point now) const noexcept {
+  if (now >= resume_at_)
+    return milliseconds{0};
+  return ceil<milliseconds>(resume_at_ - now);
+}
+
 void claim_tracker::grow_backoff() noexcept {
   backoff_ = std::min(milliseconds{5000}, backoff_.count() == 0 ? milliseconds{100} : backoff_ * 2);
 }

@@ -149,6 +149,12 @@ public:
   void recovery_failed();
   /// How long to wait before the next claim or recovery after a failure (0 after a success).
   std::chrono::milliseconds backoff() const noexcept { return backoff_; }
+  /// The backoff starts now (`now`, the caller's clock): until it has passed, no claim and no
+  /// recovery begins, whatever wakes the consumer (a notification, the poll, an earlier timer).
+  void hold_off(std::chrono::steady_clock::time_point now) noexcept { resume_at_ = now + backoff_; }
+  /// How long the consumer must still wait at `now` before it claims or recovers; 0 when it
+  /// need not.
+  std::chrono::milliseconds held_off_for(std::chrono::steady_clock::time_point now) const noexcept;
 
   // -- outcomes the batcher has not settled -----------------------------------------------
 
@@ -181,6 +187,7 @@ private:
   bool probing_ = false;
   std::vector<std::string> completed_;
   std::chrono::milliseconds backoff_{0};
+  std::chrono::steady_clock::time_point resume_at_{};
   std::int64_t sent_ = 0;
   std::int64_t settled_ = 0;
   std::deque<std::int64_t> retries_; // the numbers of the retries sent and not settled

@@ -99,6 +99,7 @@ void recover_after_failed_claim(consumer_ptr self) {
     log().warn("{} failed queue={} error={}; retrying in {}ms", what, s.settings.queue.name,
                describe(err), s.claims.backoff().count());
     finish_stop_if_idle(self); // when stopping, the janitor recovers them once the node is gone
+    s.claims.hold_off(steady_clock::now());
     if (!s.stopping)
       schedule_wake(self, s.claims.backoff()); // maybe_claim tries the recovery again
   };
@@ -121,6 +122,7 @@ void recover_after_failed_claim(consumer_ptr self) {
                            "queue={} statement=recover_unheld",
                            n, s2.settings.queue.name);
               finish_stop_if_idle(self);
+              s2.claims.hold_off(steady_clock::now()); // the next claim waits the backoff
               if (!s2.stopping)
                 schedule_wake(self, s2.claims.backoff());
             },
@@ -157,6 +159,12 @@ void maybe_claim(consumer_ptr self) {
   auto& st = self->state;
   if (st.stopping)
     return;
+  // After a failure, nothing begins before the backoff has passed, whatever woke the consumer;
+  // a wake is due when it has.
+  if (auto wait = st.claims.held_off_for(steady_clock::now()); wait.count() > 0) {
+    schedule_wake(self, wait);
+    return;
+  }
   if (st.claims.state() == claim_tracker::phase::must_recover) {
     recover_after_failed_claim(self);
     return;

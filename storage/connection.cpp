@@ -1,6 +1,7 @@
 #include "storage/connection.hpp"
 
 #include "storage/naming.hpp"
+#include "storage/pq_support.hpp"
 #include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
@@ -24,155 +25,23 @@ namespace {
 PGconn* raw(pg_conn* c) {
   return c;
 }
-PGresult* raw(pg_result* r) {
-  return r;
-}
 pg_result* wrap(PGresult* r) {
   return r;
 }
 
-errc classify(std::string_view sqlstate, bool connection_bad) {
-  // No SQLSTATE means the server sent no error at all: libpq lost the connection (libpq does not
-  // always mark it bad before the next call).
-  if (connection_bad || sqlstate.empty() || sqlstate.starts_with("08") || sqlstate == "57P01" ||
-      sqlstate == "57P02" || sqlstate == "57P03")
-    return errc::connection_lost;
-  if (sqlstate == "40001" || sqlstate == "40P01" || sqlstate == "55P03" || sqlstate == "57014" ||
-      sqlstate == "53300")
-    return errc::retryable;
-  if (sqlstate.starts_with("23"))
-    return errc::constraint_violated;
-  if (sqlstate == "25P01" || sqlstate == "25P02")
-    return errc::not_in_transaction;
-  return errc::bug;
+result check(pg_conn* conn, PGresult* r, std::string_view label) {
+  return detail::checked(conn, wrap(r), label);
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
-    s.pop_back();
-  return s;
-}
+using detail::param_arrays;
 
 } // namespace
-
-void result::deleter::operator()(pg_result* r) const noexcept {
-  PQclear(raw(r));
-}
-
-bool result::ok() const noexcept {
-  if (!res_)
-    return false;
-  auto status = PQresultStatus(raw(res_.get()));
-  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
-}
-
-int result::rows() const noexcept {
-  return res_ ? PQntuples(raw(res_.get())) : 0;
-}
-
-bool result::is_null(int row, int col) const noexcept {
-  return PQgetisnull(raw(res_.get()), row, col) != 0;
-}
-
-std::string_view result::text(int row, int col) const noexcept {
-  auto* r = raw(res_.get());
-  return {PQgetvalue(r, row, col), static_cast<std::size_t>(PQgetlength(r, row, col))};
-}
-
-std::int64_t result::int64(int row, int col) const {
-  auto t = text(row, col);
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (ec != std::errc{} || p != t.data() + t.size())
-    throw error(errc::bug, fmt::format("expected an integer in column {}, got \"{}\"", col, t));
-  return v;
-}
-
-double result::float8(int row, int col) const {
-  std::string t(text(row, col));
-  char* end = nullptr;
-  double v = std::strtod(t.c_str(), &end);
-  if (t.empty() || end != t.c_str() + t.size())
-    throw error(errc::bug, fmt::format("expected a number in column {}, got \"{}\"", col, t));
-  return v;
-}
-
-std::int64_t result::affected() const {
-  const char* n = PQcmdTuples(raw(res_.get()));
-  return (n && *n) ? std::atoll(n) : 0;
-}
-
-namespace {
-
-void append_array_item(std::string& out, std::string_view item) {
-  out.push_back('"');
-  for (char c : item) {
-    if (c == '"' || c == '\\')
-      out.push_back('\\');
-    out.push_back(c);
-  }
-  out.push_back('"');
-}
-
-} // namespace
-
-std::string array_literal(const std::vector<std::string>& items) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i)
-      out.push_back(',');
-    append_array_item(out, items[i]);
-  }
-  out.push_back('}');
-  return out;
-}
-
-std::string array_literal(const std::vector<std::optional<std::string>>& items) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i)
-      out.push_back(',');
-    if (items[i])
-      append_array_item(out, *items[i]);
-    else
-      out += "NULL";
-  }
-  out.push_back('}');
-  return out;
-}
-
-std::vector<std::string> parse_array_literal(std::string_view text) {
-  std::vector<std::string> out;
-  if (text.size() < 2 || text.front() != '{' || text.back() != '}')
-    return out;
-  text = text.substr(1, text.size() - 2);
-  std::size_t i = 0;
-  while (i < text.size()) {
-    std::string item;
-    if (text[i] == '"') {
-      ++i;
-      while (i < text.size() && text[i] != '"') {
-        if (text[i] == '\\' && i + 1 < text.size())
-          ++i;
-        item.push_back(text[i++]);
-      }
-      ++i; // closing quote
-    } else {
-      while (i < text.size() && text[i] != ',')
-        item.push_back(text[i++]);
-    }
-    out.push_back(std::move(item));
-    if (i < text.size() && text[i] == ',')
-      ++i;
-  }
-  return out;
-}
 
 namespace {
 
 // Strips the trailing newline libpq leaves on messages.
 std::string message_text(const char* text) {
-  return trim(text ? std::string(text) : std::string());
+  return detail::trimmed(text);
 }
 
 } // namespace
@@ -217,7 +86,7 @@ connection connection::open(const std::string& dsn, std::string_view application
   if (c == nullptr)
     throw error(errc::connection_lost, "cannot allocate a PostgreSQL connection");
   if (PQstatus(c) != CONNECTION_OK) {
-    auto msg = trim(PQerrorMessage(c));
+    auto msg = detail::trimmed(PQerrorMessage(c));
     PQfinish(c);
     throw error(errc::connection_lost,
                 fmt::format("cannot connect to PostgreSQL ({}): {}", redact_dsn(dsn), msg));
@@ -243,45 +112,6 @@ void connection::on_warning(std::function<void(std::string_view)> receiver) {
 int connection::backend_pid() const noexcept {
   return PQbackendPID(raw(conn_.get()));
 }
-
-void throw_error(pg_conn* conn, pg_result* res, std::string_view label) {
-  std::string sqlstate;
-  std::string msg;
-  if (res) {
-    if (const char* s = PQresultErrorField(raw(res), PG_DIAG_SQLSTATE))
-      sqlstate = s;
-    msg = trim(PQresultErrorMessage(raw(res)));
-  }
-  if (msg.empty() && conn)
-    msg = trim(PQerrorMessage(raw(conn)));
-  bool bad = conn == nullptr || PQstatus(raw(conn)) != CONNECTION_OK;
-  auto code = classify(sqlstate, bad);
-  throw error(code,
-              fmt::format("{} failed{}: {}", label,
-                          sqlstate.empty() ? std::string() : " [" + sqlstate + "]", msg),
-              sqlstate);
-}
-
-namespace {
-
-result check(pg_conn* conn, PGresult* r, std::string_view label) {
-  result out(wrap(r));
-  auto status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
-    throw_error(conn, wrap(r), label);
-  return out;
-}
-
-struct param_arrays {
-  std::vector<const char*> values;
-  explicit param_arrays(const params& ps) {
-    values.reserve(ps.size());
-    for (const auto& p : ps)
-      values.push_back(p ? p->c_str() : nullptr);
-  }
-};
-
-} // namespace
 
 result connection::exec(std::string_view sql, std::string_view label) {
   std::string text(sql);
@@ -485,109 +315,6 @@ std::vector<notification> connection::wait_for_notifications(std::chrono::millis
     collect();
   }
   return out;
-}
-
-// ---------------------------------------------------------------- a caller's connection
-
-namespace {
-
-constexpr const char* savepoint_sql = "SAVEPOINT troupe_publish";
-constexpr const char* release_sql = "RELEASE SAVEPOINT troupe_publish";
-constexpr const char* rollback_sql = "ROLLBACK TO SAVEPOINT troupe_publish";
-
-bool run_quietly(PGconn* c, const char* sql) noexcept {
-  PGresult* r = PQexec(c, sql);
-  bool good = r && PQresultStatus(r) == PGRES_COMMAND_OK;
-  PQclear(r);
-  return good;
-}
-
-} // namespace
-
-bool borrowed_connection::in_transaction() const noexcept {
-  return conn_ != nullptr && PQtransactionStatus(conn_) == PQTRANS_INTRANS;
-}
-
-bool borrowed_connection::nonblocking() const noexcept {
-  return conn_ != nullptr && PQisnonblocking(conn_) == 1;
-}
-
-bool borrowed_connection::busy() const noexcept {
-  return conn_ != nullptr && PQisBusy(conn_) != 0;
-}
-
-result borrowed_connection::run(const statement& st, const params& values) {
-  param_arrays pa(values);
-  return check(conn_,
-               PQexecParams(conn_, st.text.c_str(), static_cast<int>(values.size()), nullptr,
-                            pa.values.data(), nullptr, nullptr, 0),
-               st.name);
-}
-
-void borrowed_connection::savepoint() {
-  check(conn_, PQexec(conn_, savepoint_sql), "savepoint");
-}
-
-void borrowed_connection::release_savepoint() noexcept {
-  run_quietly(conn_, release_sql);
-}
-
-void borrowed_connection::rollback_to_savepoint() noexcept {
-  run_quietly(conn_, rollback_sql);
-}
-
-void borrowed_connection::send(const statement& st, const params& values) {
-  param_arrays pa(values);
-  if (PQsendQueryParams(conn_, st.text.c_str(), static_cast<int>(values.size()), nullptr,
-                        pa.values.data(), nullptr, nullptr, 0) == 0)
-    throw_error(conn_, nullptr, st.name);
-}
-
-void borrowed_connection::send(savepoint_step step) {
-  const char* sql = step == savepoint_step::begin     ? savepoint_sql
-                    : step == savepoint_step::release ? release_sql
-                                                      : rollback_sql;
-  if (PQsendQuery(conn_, sql) == 0)
-    throw_error(conn_, nullptr, "savepoint");
-}
-
-bool borrowed_connection::flush() {
-  int r = PQflush(conn_);
-  if (r < 0)
-    throw_error(conn_, nullptr, "asynchronous publish");
-  return r == 0;
-}
-
-void borrowed_connection::consume_input() {
-  if (PQconsumeInput(conn_) == 0)
-    throw_error(conn_, nullptr, "asynchronous publish");
-}
-
-bool borrowed_connection::result_ready() const noexcept {
-  return PQisBusy(conn_) == 0;
-}
-
-std::optional<result> borrowed_connection::next_result() {
-  PGresult* r = PQgetResult(conn_);
-  if (r == nullptr)
-    return std::nullopt;
-  return result(wrap(r));
-}
-
-void borrowed_connection::raise(const result& res, std::string_view label) const {
-  throw_error(conn_, res.native(), label);
-}
-
-int borrowed_connection::socket() const noexcept {
-  return PQsocket(conn_);
-}
-
-void borrowed_connection::cancel() noexcept {
-  if (PGcancel* c = PQgetCancel(conn_)) {
-    char err[256];
-    PQcancel(c, err, sizeof err);
-    PQfreeCancel(c);
-  }
 }
 
 } // namespace troupe::storage

@@ -1,7 +1,7 @@
 #include "troupe/async_transactional.hpp"
 
 #include "publish_plan.hpp"
-#include "storage/connection.hpp"
+#include "storage/borrowed_connection.hpp"
 #include "troupe/error.hpp"
 
 #include <poll.h>

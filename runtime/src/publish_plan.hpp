@@ -5,7 +5,7 @@
 // input order. It never touches a connection itself.
 #pragma once
 
-#include "storage/connection.hpp"
+#include "storage/borrowed_connection.hpp"
 #include "storage/records.hpp"
 #include "storage/statements.hpp"
 #include "troupe/enqueue_options.hpp"

@@ -144,6 +144,20 @@ CAF_TEST(a failed claim is recovered before the next and the backoff doubles up 
   CAF_CHECK_EQUAL(t.backoff(), 0ms);
 }
 
+CAF_TEST(nothing begins before the backoff has passed) {
+  claim_tracker t;
+  auto now = std::chrono::steady_clock::time_point{} + 1h;
+  CAF_CHECK_EQUAL(t.held_off_for(now), 0ms); // no failure yet
+  t.begin(1);
+  t.failed(claim_tracker::failure::unknown);
+  t.begin_recovery();
+  t.recovery_done();
+  t.hold_off(now);
+  CAF_CHECK_EQUAL(t.held_off_for(now), 100ms);
+  CAF_CHECK_EQUAL(t.held_off_for(now + 60ms), 40ms);
+  CAF_CHECK_EQUAL(t.held_off_for(now + 100ms), 0ms);
+}
+
 CAF_TEST(a failed recovery waits and is tried again) {
   claim_tracker t{true}; // a replacement consumer: recover first
   CAF_CHECK(t.state() == phase::must_recover);
