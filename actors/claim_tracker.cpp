@@ -57,6 +57,8 @@ std::size_t claim_tracker::failed(failure why) {
   early_ = 0;
   woken_ = false; // the recovery ends with a claim anyway
   grow_backoff();
+  if (was_locked && why == failure::unknown)
+    uncertain_ = claims_; // its held outcomes wait for the recovery
   if (!was_locked || why != failure::rolled_back)
     return 0;
   rolled_back_.insert(claims_);
@@ -67,7 +69,39 @@ std::size_t claim_tracker::failed(failure why) {
 }
 
 std::vector<storage::outcome> claim_tracker::take_held() {
+  if (uncertain_)
+    return {};
   return std::exchange(held_, {});
+}
+
+std::vector<std::pair<std::string, std::int32_t>> claim_tracker::held_attempts() const {
+  std::vector<std::pair<std::string, std::int32_t>> out;
+  for (const auto& o : held_)
+    out.emplace_back(o.id, o.attempt);
+  return out;
+}
+
+std::vector<storage::outcome>
+claim_tracker::resolve_uncertain(const std::vector<std::string>& committed,
+                                 const std::vector<std::string>& running) {
+  std::set<std::string> done(committed.begin(), committed.end());
+  std::vector<storage::outcome> send;
+  for (auto& o : held_) {
+    if (done.contains(o.id))
+      send.push_back(std::move(o));
+    else
+      unsettled_ = std::max<std::int32_t>(0, unsettled_ - 1);
+  }
+  held_.clear();
+  for (const auto& id : running)
+    if (!done.contains(id))
+      void_.insert(id);
+  uncertain_.reset();
+  return send;
+}
+
+bool claim_tracker::take_void(const std::string& id) {
+  return void_.erase(id) > 0;
 }
 
 void claim_tracker::forget_rolled_back(const std::function<bool(std::uint64_t)>& still_held) {

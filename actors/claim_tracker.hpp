@@ -33,7 +33,10 @@
 // except those the consumer holds, after the batcher has written every outcome sent so far.
 // When the database refused the claim for sure, it was rolled back, and the outcome of a
 // started message of it is dropped: written, it could pass for the outcome of a later
-// delivery of the same row with the same token.
+// delivery of the same row with the same token. When the claim's commit is unknown (the
+// connection broke), its outcomes stay held through the recovery, which first asks which of
+// its started messages the claim did commit (storage::recover_unheld): only those outcomes
+// are written; the others are dropped, now or when their attempts end (void).
 #pragma once
 
 #include "storage/records.hpp"
@@ -42,8 +45,10 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace troupe::actors {
@@ -102,11 +107,27 @@ public:
 
   /// Whether the outcome of a message of claim `claim` must wait for the claim's reply.
   bool must_hold(std::uint64_t claim) const noexcept {
-    return phase_ == phase::locked && claim == claims_;
+    return (phase_ == phase::locked && claim == claims_) || (uncertain_ && claim == *uncertain_);
   }
   void hold(storage::outcome out) { held_.push_back(std::move(out)); }
-  /// The held outcomes, to be sent now (after succeeded() or failed()).
+  /// The held outcomes, to be sent now (after succeeded() or failed()); none while the claim
+  /// they wait for is uncertain.
   std::vector<storage::outcome> take_held();
+
+  // -- a claim whose commit is unknown ----------------------------------------------------
+
+  /// The claim that failed with its commit unknown after its messages had started, until the
+  /// recovery resolves it.
+  std::optional<std::uint64_t> uncertain() const noexcept { return uncertain_; }
+  /// The held outcomes' ids and attempts (of the uncertain claim's finished messages).
+  std::vector<std::pair<std::string, std::int32_t>> held_attempts() const;
+  /// The recovery found which of the uncertain claim's started messages it committed: returns
+  /// the held outcomes of those, to be sent; the others are dropped, and the messages in
+  /// `running` (still running) that it did not commit are void: their outcomes will be dropped.
+  std::vector<storage::outcome> resolve_uncertain(const std::vector<std::string>& committed,
+                                                  const std::vector<std::string>& running);
+  /// Whether the outcome of message `id` is void (its claim never committed); forgets it.
+  bool take_void(const std::string& id);
   /// Whether claim `claim` was rolled back for sure (see failed()): its outcomes are dropped.
   bool rolled_back(std::uint64_t claim) const { return rolled_back_.contains(claim); }
   /// Forgets rolled-back claims none of whose messages run any more.
@@ -182,6 +203,8 @@ private:
   bool maybe_more_ = true;
   std::vector<storage::outcome> held_;
   std::set<std::uint64_t> rolled_back_;
+  std::optional<std::uint64_t> uncertain_;
+  std::set<std::string> void_;
   std::int64_t generation_ = 1;
   std::int64_t eta_known_for_ = 0;
   bool probing_ = false;

@@ -60,6 +60,8 @@ void schedule_wake(consumer_ptr self, milliseconds after) {
 // Hands ready messages to executors: one run() to each executor that gets any.
 void dispatch(consumer_ptr self) {
   auto& st = self->state;
+  if (!st.lock_held)
+    return; // nothing starts until the node has its liveness lock back
   for (auto i : st.slots->assign(st.ready, !st.stopping))
     started(self, i);
   st.slots->flush();
@@ -82,6 +84,11 @@ void settle(consumer_ptr self, std::size_t i, storage::outcome out) {
     log().info("dropping the outcome of message {}: its claim was rolled back queue={}", out.id,
                st.settings.queue.name);
     st.claims.forget_rolled_back([&](std::uint64_t c) { return st.slots->holds_claim(c); });
+    return;
+  }
+  if (st.claims.take_void(out.id)) {
+    log().info("dropping the outcome of message {}: its claim never committed queue={}", out.id,
+               st.settings.queue.name);
     return;
   }
   st.claims.settled_during_recovery(out.id);
@@ -132,6 +139,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
   auto& st = self->state;
   st.settings = std::move(settings);
   st.claims = claim_tracker(st.settings.recover_on_start);
+  st.lock_held = st.settings.lock_held;
   auto factory =
     st.settings.executors
       ? st.settings.executors(st.stopping_flag)
@@ -183,6 +191,30 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
         finish_stop_if_idle(self);
         return;
       }
+      dispatch(self);
+      maybe_claim(self);
+    },
+    [=](liveness_atom, bool held, bool reaped) {
+      auto& s = self->state;
+      s.lock_held = held;
+      if (!held) {
+        // Sent to executors but not started: back to ready, where nothing starts them.
+        s.slots->take_back_all(s.ready);
+        return;
+      }
+      if (reaped && !s.ready.empty()) {
+        // The node was declared dead: its prefetched messages went back to their queues (and
+        // may run elsewhere by now); they are no longer this node's.
+        auto dropped = s.ready.take_all();
+        log().warn("dropping {} prefetched message(s): the node was declared dead while it had "
+                   "no lock and they went back to their queue queue={}",
+                   dropped.size(), s.settings.queue.name);
+      }
+      if (s.stopping) {
+        release_ready(self);
+        return;
+      }
+      s.claims.something_changed();
       dispatch(self);
       maybe_claim(self);
     },

@@ -29,6 +29,11 @@ struct consumer_settings {
   /// Makes the executors; empty: a thread per executor running the registry's tasks
   /// (thread_executors). Tests pass executors they drive themselves.
   std::function<executor_factory(std::shared_ptr<const std::atomic<bool>> stopping)> executors;
+  /// Whether the node holds its liveness lock as the consumer starts; afterwards the node tells
+  /// it with `(liveness_atom, held, reaped)`. Without the lock it claims nothing and starts
+  /// nothing (running attempts finish); when the lock is back after the node was declared
+  /// dead, its prefetched messages are dropped: they went back to their queues.
+  bool lock_held = true;
 };
 
 /// Spawns the consumer of one queue. It claims up to its free slots (concurrency + prefetch

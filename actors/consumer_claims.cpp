@@ -65,7 +65,8 @@ void on_claim_failed(consumer_ptr self, const caf::error& err) {
   // Its messages may have started. Those not started are dropped (the recovery hands them back
   // if they are ours after all). When the database refused the claim, it was rolled back and
   // the started ones' outcomes are dropped too; when the connection was lost or the reply did
-  // not come, it may have committed, and they go to the batcher (written if it did).
+  // not come, it may have committed: their outcomes are held until the recovery knows which
+  // of them it committed (only those are written).
   if (st.claims.state() == claim_tracker::phase::locked) {
     st.slots->take_back_all(st.ready);
     st.ready.drop_claim(st.claims.current());
@@ -103,24 +104,51 @@ void recover_after_failed_claim(consumer_ptr self) {
     if (!s.stopping)
       schedule_wake(self, s.claims.backoff()); // maybe_claim tries the recovery again
   };
-  self->request(st.settings.batcher, caf::infinite, flush_atom_v)
+  // The flush waits for the batcher's write, which a statement timeout bounds; a minute is
+  // far past it, and then the recovery is tried again after the backoff.
+  self->request(st.settings.batcher, minutes(1), flush_atom_v)
     .then(
       [=](std::int64_t) {
         auto& s = self->state;
         auto held = s.claims.completed_during_recovery();
         s.slots->ids(held);
         s.ready.ids(held);
+        // The claim whose commit is unknown: which of its started messages did it commit?
+        std::vector<storage::claimed_message> started;
+        std::vector<std::string> running;
+        if (auto claim = s.claims.uncertain()) {
+          for (auto& m : s.slots->of_claim(*claim)) {
+            running.push_back(m.id);
+            started.push_back(std::move(m));
+          }
+          for (auto& [id, attempt] : s.claims.held_attempts()) {
+            held.push_back(id);
+            storage::claimed_message m;
+            m.id = id;
+            m.attempt = attempt;
+            started.push_back(std::move(m));
+          }
+        }
         self
           ->request(s.settings.storage, seconds(30), recover_atom_v, s.settings.node_id,
-                    s.settings.queue.name, held)
+                    s.settings.queue.name, held, started)
           .then(
-            [=](std::int64_t n) {
+            [=](storage::recovery_result& r) {
               auto& s2 = self->state;
+              if (s2.claims.uncertain()) {
+                auto lost = started.size() - r.committed.size();
+                if (lost > 0)
+                  log().info("{} started message(s) of a claim whose commit was lost never "
+                             "committed: their outcomes are dropped queue={}",
+                             lost, s2.settings.queue.name);
+                for (auto& out : s2.claims.resolve_uncertain(r.committed, running))
+                  send_outcome(self, std::move(out));
+              }
               s2.claims.recovery_done();
-              if (n > 0)
+              if (r.handed_back > 0)
                 log().info("{} message(s) of a claim whose reply was lost were handed back "
                            "queue={} statement=recover_unheld",
-                           n, s2.settings.queue.name);
+                           r.handed_back, s2.settings.queue.name);
               finish_stop_if_idle(self);
               s2.claims.hold_off(steady_clock::now()); // the next claim waits the backoff
               if (!s2.stopping)
@@ -157,8 +185,8 @@ void on_locked(consumer_ptr self, std::uint64_t claim,
 
 void maybe_claim(consumer_ptr self) {
   auto& st = self->state;
-  if (st.stopping)
-    return;
+  if (st.stopping || !st.lock_held)
+    return; // without the liveness lock, nothing is claimed (and no recovery runs)
   // After a failure, nothing begins before the backoff has passed, whatever woke the consumer;
   // a wake is due when it has.
   if (auto wait = st.claims.held_off_for(steady_clock::now()); wait.count() > 0) {

@@ -21,6 +21,7 @@ struct consumer_state {
   ready_queue ready;                   // claimed, not handed to an executor
   claim_tracker claims;
   bool stopping = false;
+  bool lock_held = true; // the node holds its liveness lock: claims and starts are allowed
   std::optional<caf::typed_response_promise<consumer_report>> stop_promise;
   std::int32_t releasing = 0;                                    // hand-back requests in flight
   std::optional<std::chrono::steady_clock::time_point> eta_wake; // earliest scheduled eta wake

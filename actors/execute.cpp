@@ -3,6 +3,7 @@
 #include "troupe/client.hpp"
 #include "troupe/error.hpp"
 #include "troupe/json.hpp"
+#include "troupe/limits.hpp"
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"
 
@@ -10,6 +11,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <typeinfo>
@@ -126,10 +128,13 @@ std::string failure_record(std::string_view type, std::string_view text, std::in
 
 std::chrono::milliseconds time_limit_of(const task_registry& registry,
                                         const storage::claimed_message& msg) {
+  // Clamped: a row written by other means may hold any number here (its attempt fails on the
+  // option, see execute), and no deadline or timer computed from it may overflow.
   if (auto v = option_int(msg.options_json, "time_limit"); v && *v > 0)
-    return std::chrono::milliseconds{*v};
+    return std::chrono::milliseconds{std::min(*v, limits::max_option_ms)};
   if (const auto* t = registry.find(msg.task); t && t->options.time_limit)
-    return *t->options.time_limit;
+    return std::clamp(*t->options.time_limit, std::chrono::milliseconds{1},
+                      std::chrono::milliseconds{limits::max_option_ms});
   return default_time_limit;
 }
 
@@ -170,8 +175,17 @@ storage::outcome execute(const task_registry& registry, const storage::claimed_m
     ctx.notify_shutdown =
       option_bool(msg.options_json, "notify_shutdown").value_or(a.task->options.notify_shutdown);
   const auto& stack = registry.middleware();
+  // Options out of range (a row written into the queue by other means than Troupe's publish,
+  // which refuses them) fail the attempt before any middleware reads them; after_process hooks
+  // still see the failure.
+  if (auto fault = limits::check_message_options(msg.options_json)) {
+    a.status = attempt_status::failed;
+    a.permanent = true;
+    a.error_type = "troupe::invalid_options";
+    a.error_text = "message option " + *fault;
+  }
   // before_process in stack order; a skip stops the rest and runs after_skip of those entered.
-  std::size_t entered = 0;
+  std::size_t entered = a.status == attempt_status::failed ? stack.size() : 0;
   try {
     for (; entered < stack.size(); ++entered)
       stack[entered]->before_process(a);

@@ -205,3 +205,19 @@ bool executor_slots::holds_claim(std::uint64_t claim) const {
 }
 
 } // namespace troupe::actors
+
+namespace troupe::actors {
+
+std::vector<storage::claimed_message> executor_slots::of_claim(std::uint64_t claim) const {
+  std::vector<storage::claimed_message> out;
+  for (const auto& s : slots_) {
+    if (s.running && s.running->claim == claim)
+      out.push_back(*s.running);
+    for (const auto& q : s.queued)
+      if (q.message.claim == claim)
+        out.push_back(q.message);
+  }
+  return out;
+}
+
+} // namespace troupe::actors

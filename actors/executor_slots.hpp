@@ -125,6 +125,8 @@ public:
   void ids(std::vector<std::string>& out) const;
   /// Whether a slot holds a message of claim `claim`.
   bool holds_claim(std::uint64_t claim) const;
+  /// Every message of claim `claim` a slot holds (running, or queued and maybe started).
+  std::vector<storage::claimed_message> of_claim(std::uint64_t claim) const;
 
 private:
   std::uint64_t put_in_outbox(slot& s, const storage::claimed_message& m);

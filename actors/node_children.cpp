@@ -12,7 +12,7 @@ namespace {
 
 storage_settings storage_config(const node_context& n, std::string application_name) {
   return storage_settings{n.options.dsn, n.statements, std::move(application_name),
-                          defaults::reconnect_backoff_max};
+                          defaults::reconnect_backoff_max, n.options.statement_timeout};
 }
 
 const queue_options& queue_of(const node_context& n, const std::string& name) {
@@ -43,7 +43,8 @@ std::vector<node_child> node_children(const node_options& options) {
                    [](caf::actor_system& sys, node_context& n, bool) {
                      return spawn_notify_listener(
                        sys, listener_settings{n.options.dsn, n.statements, n.identity, n.node,
-                                              n.node_id, defaults::listener_reconnect_backoff_max});
+                                              n.node_id, defaults::listener_reconnect_backoff_max,
+                                              n.options.statement_timeout});
                    }});
   table.push_back({"the completion batcher", starts::once_registered, on_death::escalate,
                    stops::flush, [](caf::actor_system& sys, node_context& n, bool) {
@@ -58,8 +59,8 @@ std::vector<node_child> node_children(const node_options& options) {
     node_child c{
       "the consumer of queue " + q.name, starts::once_registered, on_death::restart, stops::drain,
       [name = q.name](caf::actor_system& sys, node_context& n, bool replacing) {
-        consumer_settings cs{queue_of(n, name),          n.node_id, n.tasks, n.storage, n.batcher,
-                             n.options.time_limit_grace, replacing, {}};
+        consumer_settings cs{queue_of(n, name),          n.node_id, n.tasks, n.storage,  n.batcher,
+                             n.options.time_limit_grace, replacing, {},      n.lock_held};
         return caf::actor_cast<caf::actor>(spawn_consumer(sys, std::move(cs)));
       }};
     c.queue = q.name;

@@ -25,6 +25,8 @@ struct node_context {
   node_supervisor_actor node;
   storage_actor storage;
   batcher_actor batcher;
+  /// Whether the listener holds the node's liveness lock (consumers start knowing it).
+  bool lock_held = true;
 };
 
 /// One row of the table.

@@ -296,6 +296,12 @@ node_supervisor_actor::behavior_type supervisor_impl(supervisor_ptr self, node_o
           return caf::actor_cast<consumer_actor>(c->handle);
       return make_caf_error(errc::not_found, "this node does not consume queue " + queue);
     },
+    [=](liveness_atom, bool held, bool reaped) {
+      auto& s = self->state;
+      s.node.lock_held = held;
+      for (auto* c : s.consumers())
+        self->send(caf::actor_cast<consumer_actor>(c->handle), liveness_atom_v, held, reaped);
+    },
     [=](wake_atom, const std::string& queue) {
       auto& s = self->state;
       if (s.stopping)

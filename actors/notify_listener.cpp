@@ -23,6 +23,8 @@ using namespace std::chrono;
 // How long one poll of the socket may block before the mailbox is looked at again: the upper
 // bound on how late a shutdown is noticed. Notifications wake the poll at once.
 constexpr milliseconds mailbox_check{50};
+// How often the listener checks that its session still holds the node's liveness lock.
+constexpr milliseconds lock_check{1000};
 
 void run_listener(caf::blocking_actor* self, listener_settings s) {
   const auto& stmts = *s.statements;
@@ -31,6 +33,21 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
   milliseconds backoff{0};
   bool running = true;
   bool graceful = false;
+  // Whether the node holds its liveness lock, as its consumers were last told. Without it, a
+  // janitor may declare the node dead and hand its messages to other nodes: the consumers
+  // claim nothing and start nothing until the lock is back.
+  bool lock_held = true;
+  auto next_lock_check = steady_clock::now() + lock_check;
+  auto lock_lost = [&](const std::string& why) {
+    conn.reset();
+    if (!lock_held || node_id == 0)
+      return;
+    lock_held = false;
+    log().warn("node={} lost its liveness lock ({}): it claims nothing and starts nothing until "
+               "it has the lock back",
+               node_id, why);
+    self->send(s.node, liveness_atom_v, false, false);
+  };
 
   auto drain_mailbox = [&](milliseconds wait) {
     bool first = true;
@@ -54,7 +71,7 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
   while (running) {
     if (!conn) {
       try {
-        conn.emplace(storage::connection::open(s.dsn, "troupe-listener"));
+        conn.emplace(storage::connection::open(s.dsn, "troupe-listener", s.statement_timeout));
         storage::prepare_listener_session(*conn, stmts);
         storage::listen_for_wakes(*conn, stmts);
         if (node_id == 0) {
@@ -63,13 +80,23 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
                      storage::wake_channel(stmts.where()));
           self->send(s.node, registered_atom_v, node_id);
         } else {
-          storage::reregister_node(*conn, stmts, s.identity, node_id);
+          bool reaped = storage::reregister_node(*conn, stmts, s.identity, node_id);
+          if (reaped)
+            log().warn("node={} was declared dead while it had no lock: registered again; its "
+                       "messages went back to their queues, and the completions of the attempts "
+                       "it still runs will be refused",
+                       node_id);
           log().info("listener reconnected node={}; rescanning every queue", node_id);
+          if (!lock_held || reaped) {
+            lock_held = true;
+            self->send(s.node, liveness_atom_v, true, reaped);
+          }
           self->send(s.node, wake_atom_v, std::string{});
         }
         backoff = milliseconds{0};
+        next_lock_check = steady_clock::now() + lock_check;
       } catch (const error& e) {
-        conn.reset();
+        lock_lost(e.what());
         backoff =
           std::min(s.reconnect_backoff_max, backoff.count() == 0 ? milliseconds{100} : backoff * 2);
         log().warn("listener cannot reach the database ({}); retrying in {}ms", e.what(),
@@ -84,11 +111,20 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
         if (parse_wake_payload(n.payload, queue))
           self->send(s.node, wake_atom_v, std::move(queue));
         else
-          log().debug("ignored a malformed notification on {}: \"{}\"", n.channel, n.payload);
+          log().debug("ignored a malformed notification on {}: {}", n.channel, loggable(n.payload));
+      }
+      if (node_id != 0 && steady_clock::now() >= next_lock_check) {
+        next_lock_check = steady_clock::now() + lock_check;
+        if (!storage::holds_node_lock(*conn, stmts, node_id)) {
+          // The session lives but lost the lock (pg_advisory_unlock_all, say): a new session
+          // takes it again, as after a lost connection.
+          lock_lost("its session no longer holds it");
+          continue;
+        }
       }
     } catch (const error& e) {
       log().warn("listener connection lost node={}: {}", node_id, e.what());
-      conn.reset();
+      lock_lost(e.what());
       continue;
     }
     drain_mailbox(milliseconds{0});

@@ -22,6 +22,8 @@ struct listener_settings {
   /// 0: register a new node; otherwise take this node's lock again (a restarted listener).
   std::int32_t node_id = 0;
   std::chrono::milliseconds reconnect_backoff_max{5000};
+  /// The connection's statement_timeout; zero leaves the server's.
+  std::chrono::milliseconds statement_timeout{0};
 };
 
 /// Spawns the listener. A lost connection is reopened with backoff, the node's lock retaken

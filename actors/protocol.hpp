@@ -31,6 +31,7 @@ CAF_ADD_ATOM(troupe_internal, troupe::actors, settled_atom, "settled")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, flush_atom, "flush")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, wake_atom, "wake")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, registered_atom, "registered")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, liveness_atom, "liveness")
 // Timers.
 CAF_ADD_ATOM(troupe_internal, troupe::actors, poll_atom, "poll")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, eta_atom, "eta")
@@ -58,6 +59,11 @@ typename Inspector::result_type inspect(Inspector& f, outcome& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, claim_result& x) {
   return f(caf::meta::type_name("claim_result"), x.messages, x.next_eta_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recovery_result& x) {
+  return f(caf::meta::type_name("recovery_result"), x.handed_back, x.committed);
 }
 
 template <class Inspector>
@@ -114,10 +120,12 @@ using storage_actor = storage_pool_actor::extend<
   // puts unstarted claimed messages back; replies with how many
   caf::replies_to<release_atom, std::int32_t,
                   std::vector<storage::claimed_message>>::with<std::int64_t>,
-  // after a claim with an unknown outcome: puts back what node `node_id` owns in `queue`
-  // except the ids its consumer holds; replies with how many
-  caf::replies_to<recover_atom, std::int32_t, std::string,
-                  std::vector<std::string>>::with<std::int64_t>,
+  // after a claim with an unknown outcome: waits until that claim's transaction has ended,
+  // tells which of its started messages (`started`: ids with their claim's attempts) it
+  // committed, then puts back what node `node_id` owns in `queue` except the ids its consumer
+  // holds (storage::recover_unheld)
+  caf::replies_to<recover_atom, std::int32_t, std::string, std::vector<std::string>,
+                  std::vector<storage::claimed_message>>::with<storage::recovery_result>,
   // one janitor pass with the given grace (ms) for nodes whose lock is free
   caf::replies_to<reap_atom, std::int64_t>::with<storage::reap_report>,
   // vacuums the queue table if it holds at least this many dead row versions (plus 2 % of its
@@ -137,6 +145,10 @@ using consumer_actor = caf::typed_actor<
   caf::reacts_to<executed_atom, std::int32_t, std::uint64_t, storage::outcome>,
   // the completion batcher settled (wrote, or found refused) this many of its outcomes
   caf::reacts_to<settled_atom, std::int64_t>,
+  // whether the node holds its liveness lock; when it has it back, whether it had been
+  // declared dead meanwhile (its messages recovered): without the lock, nothing is claimed
+  // and nothing starts
+  caf::reacts_to<liveness_atom, bool, bool>,
   // stop claiming, hand back prefetched messages, reply once nothing runs
   caf::replies_to<stop_atom>::with<consumer_report>,
   caf::replies_to<status_atom>::with<consumer_report>,
@@ -167,6 +179,9 @@ using node_supervisor_actor = node_actor::extend<
   caf::reacts_to<wake_atom, std::string>,
   // the listener registered the node
   caf::reacts_to<registered_atom, std::int32_t>,
+  // the listener lost the node's liveness lock (false), or has it back (true; and whether the
+  // node had been declared dead meanwhile)
+  caf::reacts_to<liveness_atom, bool, bool>,
   // its own timer: the deadline for the listener to deregister during a stop
   caf::reacts_to<deadline_atom>>;
 

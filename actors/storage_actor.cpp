@@ -32,7 +32,8 @@ struct storage_state {
             std::chrono::duration_cast<std::chrono::milliseconds>(next_attempt - now).count()) +
           "ms");
     try {
-      conn.emplace(storage::connection::open(settings.dsn, settings.application_name));
+      conn.emplace(storage::connection::open(settings.dsn, settings.application_name,
+                                             settings.statement_timeout));
       if (backoff.count() > 0)
         log().info("storage connection restored");
       backoff = std::chrono::milliseconds{0};
@@ -110,9 +111,11 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
         [&](storage::connection& c) { return storage::release_claimed(c, stmts, node, msgs); });
     },
     [=, &st, &stmts](recover_atom, std::int32_t node, const std::string& queue,
-                     const std::vector<std::string>& held) -> caf::result<std::int64_t> {
+                     const std::vector<std::string>& held,
+                     const std::vector<storage::claimed_message>& started)
+      -> caf::result<storage::recovery_result> {
       return st.guarded([&](storage::connection& c) {
-        return storage::recover_unheld(c, stmts, node, queue, held);
+        return storage::recover_unheld(c, stmts, node, queue, held, started);
       });
     },
     [=, &st](enqueue_atom, std::vector<message>& batch,
@@ -223,9 +226,10 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
     [=](release_atom a, std::int32_t n, std::vector<storage::claimed_message>& m) {
       return self->delegate(self->state.pick(), a, n, std::move(m));
     },
-    [=](recover_atom a, std::int32_t n, std::string& q, std::vector<std::string>& held) {
+    [=](recover_atom a, std::int32_t n, std::string& q, std::vector<std::string>& held,
+        std::vector<storage::claimed_message>& started) {
       auto& member = self->state.pick_for(q);
-      return self->delegate(member, a, n, std::move(q), std::move(held));
+      return self->delegate(member, a, n, std::move(q), std::move(held), std::move(started));
     },
     [=](enqueue_atom a, std::vector<message>& b, std::vector<enqueue_options>& o) {
       return self->delegate(self->state.pick(), a, std::move(b), std::move(o));

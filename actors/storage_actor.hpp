@@ -16,6 +16,8 @@ struct storage_settings {
   storage::statement_set_ptr statements;
   std::string application_name = "troupe-storage";
   std::chrono::milliseconds reconnect_backoff_max{5000};
+  /// The connection's statement_timeout; zero leaves the server's.
+  std::chrono::milliseconds statement_timeout{0};
 };
 
 /// Spawns one detached storage actor. It opens its connection lazily and, after a loss, again

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <limits>
 #include <variant>
@@ -60,20 +61,24 @@ constexpr section_option section_options[] = {
    "threads of their own",
    [](settings& s) -> field_ref { return &s.node.scheduler_threads; }},
   {"node", "shutdown-grace",
-   "duration: how long running tasks may finish after a stop is asked for",
+   "duration: how long running tasks may finish after a stop is asked for (0 to 24h)",
    [](settings& s) -> field_ref { return &s.node.shutdown_grace; }},
-  {"node", "janitor-interval", "duration: how often the janitor looks for dead nodes (>= 100ms)",
+  {"node", "janitor-interval", "duration: how often the janitor looks for dead nodes (100ms to 1h)",
    [](settings& s) -> field_ref { return &s.node.janitor_interval; }},
   {"node", "time-limit-grace",
-   "duration: how long past its time limit an attempt may run before it is abandoned",
+   "duration: how long past its time limit an attempt may run before it is abandoned (0 to "
+   "24h)",
    [](settings& s) -> field_ref { return &s.node.time_limit_grace; }},
   {"node", "dead-node-grace",
    "duration: how long a node's liveness lock must stay free before its messages are "
-   "recovered (>= 2s)",
+   "recovered (2s to 24h)",
    [](settings& s) -> field_ref { return &s.node.dead_node_grace; }},
   {"node", "completion-flush-interval",
-   "duration: longest wait before finished outcomes are written",
+   "duration: longest wait before finished outcomes are written (0 to 10s)",
    [](settings& s) -> field_ref { return &s.node.completion_flush_interval; }},
+  {"node", "statement-timeout",
+   "duration: longest a database statement of the node may run (1s to 10min)",
+   [](settings& s) -> field_ref { return &s.node.statement_timeout; }},
   {"node", "completion-batch-size", "outcomes written in one statement at most (1 to 10000)",
    [](settings& s) -> field_ref { return &s.node.completion_batch_size; }},
   {"node", "vacuum-dead-rows",
@@ -91,7 +96,7 @@ constexpr queue_option queue_options_table[] = {
    [](queue_options& q) -> field_ref { return &q.concurrency; }},
   {"prefetch", "claimed messages held ready beyond the running ones (0 to 65535)",
    [](queue_options& q) -> field_ref { return &q.prefetch; }},
-  {"poll-interval", "duration: the claim poll that backs up notifications (>= 10ms)",
+  {"poll-interval", "duration: the claim poll that backs up notifications (10ms to 1h)",
    [](queue_options& q) -> field_ref { return &q.poll_interval; }},
 };
 
@@ -117,6 +122,54 @@ const queue_option* find_queue_option(std::string_view key) {
       return &opt;
   return nullptr;
 }
+
+// -- durations too large for a timespan ----------------------------------------------------------
+
+} // namespace
+
+std::optional<overflowing_duration> find_overflowing_duration(std::string_view text) {
+  struct unit {
+    std::string_view name;
+    std::int64_t ns;
+  };
+  // Longest names first: "min" before "ms", "ms" before "s".
+  constexpr unit units[] = {{"min", 60'000'000'000},
+                            {"ns", 1},
+                            {"us", 1'000},
+                            {"ms", 1'000'000},
+                            {"s", 1'000'000'000},
+                            {"h", 3'600'000'000'000},
+                            {"d", 86'400'000'000'000}};
+  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (std::size_t i = 0; i < text.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(text[i])) || (i > 0 && is_word(text[i - 1]))) {
+      ++i;
+      continue;
+    }
+    auto start = i;
+    bool too_big = false;
+    std::int64_t n = 0;
+    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+      if (n > (std::numeric_limits<std::int64_t>::max() - 9) / 10)
+        too_big = true;
+      else
+        n = n * 10 + (text[i] - '0');
+    }
+    for (const auto& u : units) {
+      if (text.substr(i, u.name.size()) != u.name)
+        continue;
+      auto end = i + u.name.size();
+      if (end < text.size() && is_word(text[end]))
+        break; // a word such as "5seconds", not a duration
+      if (too_big || n > std::numeric_limits<std::int64_t>::max() / u.ns)
+        return overflowing_duration{start, std::string(text.substr(start, end - start))};
+      break;
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
 
 // -- reading values -----------------------------------------------------------------------------
 
@@ -147,6 +200,8 @@ void assign(const field_ref& field, const caf::config_value& value, const std::s
     if (auto i = caf::get_if<caf::config_value::integer>(&value)) {
       *d = milliseconds{*i};
     } else if (auto t = caf::get_if<caf::timespan>(&value)) {
+      if (t->count() < 0)
+        fail(fmt::format("{}: {} is negative or too large for a duration", key, show(value, key)));
       if (t->count() % 1'000'000 != 0)
         fail(fmt::format("{}: {} is not a whole number of milliseconds", key, show(value, key)));
       *d = std::chrono::duration_cast<milliseconds>(*t);

@@ -50,6 +50,15 @@ bool is_troupe_section(std::string_view name);
 /// What an error says a value of `kind` should be: "an integer", "a duration such as ...".
 std::string_view expected_text(value_kind kind);
 
+/// The first duration in `text` (INI text or one flag's value) too large for CAF's timespan,
+/// which would wrap around to a wrong value when parsed ("100000000h"): its offset and its
+/// spelling. None when every duration fits.
+struct overflowing_duration {
+  std::size_t offset = 0;
+  std::string spelling;
+};
+std::optional<overflowing_duration> find_overflowing_duration(std::string_view text);
+
 /// Throws troupe::error(invalid_argument) with `what`.
 [[noreturn]] void fail(const std::string& what);
 

@@ -100,10 +100,12 @@ private:
 
 /// Duration flags arrive as text; parse them as INI values are parsed ("30s" becomes a timespan,
 /// "500" an integer). Text that parses as neither stays text and is reported by assign().
-void parse_duration_flag(caf::config_value& value) {
+void parse_duration_flag(caf::config_value& value, std::string_view key) {
   auto text = caf::get_if<std::string>(&value);
   if (!text)
     return;
+  if (auto big = find_overflowing_duration(*text))
+    fail(fmt::format("{}: {} is too large for a duration", key, big->spelling));
   auto parsed = caf::config_value::parse(*text);
   if (parsed && (caf::holds_alternative<caf::config_value::integer>(*parsed) ||
                  caf::holds_alternative<caf::timespan>(*parsed)))
@@ -116,7 +118,7 @@ void parse_duration_flags(std::string_view section, caf::settings& dict) {
     if (auto child = caf::get_if<caf::settings>(&value); child && section == queues_section)
       parse_duration_flags(section, *child);
     else if (auto opt = find_option(section, key); opt && opt->kind == value_kind::duration)
-      parse_duration_flag(value);
+      parse_duration_flag(value, fmt::format("{}.{}", section, key));
   }
 }
 
@@ -267,6 +269,15 @@ constexpr const char* default_config_file = "troupe.ini";
 /// Parses INI text with no declared options, so nothing is dropped. Returns an error text.
 std::optional<std::string> parse_ini(const std::string& text, const std::string& source,
                                      caf::settings& tree) {
+  if (auto big = find_overflowing_duration(text)) {
+    auto before = std::string_view{text}.substr(0, big->offset);
+    auto line = std::count(before.begin(), before.end(), '\n') + 1;
+    auto line_start = before.rfind('\n');
+    auto column = big->offset - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+    return fmt::format("{}:{}:{}: {} is too large for a duration (durations have ranges: "
+                       "--long-help lists them)",
+                       source, line, column, big->spelling);
+  }
   std::istringstream in{text};
   caf::config_option_set no_options;
   auto err = caf::actor_system_config::parse_config(in, no_options, tree);

@@ -77,8 +77,11 @@ class connection {
 public:
   /// Opens a connection; throws troupe::error: invalid_argument for a DSN libpq cannot parse
   /// (troupe::validate_dsn), connection_lost naming the (redacted) target when the server
-  /// cannot be reached. The server's notices go to the log at debug level.
-  static connection open(const std::string& dsn, std::string_view application_name);
+  /// cannot be reached. The server's notices go to the log at debug level. A positive
+  /// `statement_timeout` becomes the session's statement_timeout (any -c options of the DSN's
+  /// own `options` still apply after it); zero leaves the server's.
+  static connection open(const std::string& dsn, std::string_view application_name,
+                         std::chrono::milliseconds statement_timeout = {});
 
   connection(connection&&) noexcept;
   connection& operator=(connection&&) noexcept;

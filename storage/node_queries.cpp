@@ -30,11 +30,18 @@ std::int32_t register_node(connection& conn, const statement_set& stmts, const n
   return static_cast<std::int32_t>(res.int64(0, 0));
 }
 
-void reregister_node(connection& conn, const statement_set& stmts, const node_identity& who,
+bool reregister_node(connection& conn, const statement_set& stmts, const node_identity& who,
                      std::int32_t node_id) {
   auto p = identity_params(who, stmts);
   p.push_back(std::to_string(node_id));
-  conn.run(stmts.get(sql::reregister_node), p);
+  return conn.run(stmts.get(sql::reregister_node), p).affected() > 0;
+}
+
+bool holds_node_lock(connection& conn, const statement_set& stmts, std::int32_t node_id) {
+  return conn
+           .run(stmts.get(sql::holds_node_lock),
+                {std::to_string(node_lock_class(stmts.where())), std::to_string(node_id)})
+           .text(0, 0) == "t";
 }
 
 void deregister_node(connection& conn, const statement_set& stmts, std::int32_t node_id) {

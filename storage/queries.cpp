@@ -416,12 +416,30 @@ std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::
   return conn.run(stmts.get(sql::release_claimed), p).int64(0, 0);
 }
 
-std::int64_t recover_unheld(connection& conn, const statement_set& stmts, std::int32_t node_id,
-                            const std::string& queue, const std::vector<std::string>& held_ids) {
-  return conn
-    .run(stmts.get(sql::recover_unheld),
-         {std::to_string(node_id), queue, array_literal(held_ids), wake_channel(stmts.where())})
-    .int64(0, 0);
+recovery_result recover_unheld(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                               const std::string& queue, const std::vector<std::string>& held_ids,
+                               const std::vector<claimed_message>& started) {
+  recovery_result out;
+  if (!started.empty()) {
+    // A statement of its own, before the hand-back: its row locks wait for the claim's
+    // transaction if it is still ending, and the hand-back's snapshot, taken after, sees it.
+    std::vector<std::string> ids;
+    std::vector<std::string> attempts;
+    for (const auto& m : started) {
+      ids.push_back(m.id);
+      attempts.push_back(std::to_string(m.attempt));
+    }
+    auto res = conn.run(stmts.get(sql::committed_claims),
+                        {std::to_string(node_id), array_literal(ids), array_literal(attempts)});
+    for (int r = 0; r < res.rows(); ++r)
+      out.committed.emplace_back(res.text(r, 0));
+  }
+  out.handed_back =
+    conn
+      .run(stmts.get(sql::recover_unheld),
+           {std::to_string(node_id), queue, array_literal(held_ids), wake_channel(stmts.where())})
+      .int64(0, 0);
+  return out;
 }
 
 std::vector<finished_message> read_results(connection& conn, const statement_set& stmts,

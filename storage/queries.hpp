@@ -75,9 +75,12 @@ std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::i
 std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::int32_t node_id,
                              const std::vector<claimed_message>& messages);
 
-/// Hands back every row node `node_id` owns in `queue` except `held_ids`; returns how many.
-std::int64_t recover_unheld(connection& conn, const statement_set& stmts, std::int32_t node_id,
-                            const std::string& queue, const std::vector<std::string>& held_ids);
+/// After a claim whose commit is unknown: first tells which of `started` (the messages of that
+/// claim that started, at their attempts) it committed, once its transaction has ended; then
+/// hands back every row node `node_id` owns in `queue` except `held_ids`.
+recovery_result recover_unheld(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                               const std::string& queue, const std::vector<std::string>& held_ids,
+                               const std::vector<claimed_message>& started);
 
 /// The finished messages among `ids` (queued and running ones are left out).
 std::vector<finished_message> read_results(connection& conn, const statement_set& stmts,
@@ -94,9 +97,12 @@ std::vector<troupe::node_status> list_nodes(connection& conn, const statement_se
 
 /// Registers a node and takes its liveness lock on `conn`; returns the node id.
 std::int32_t register_node(connection& conn, const statement_set& stmts, const node_identity& who);
-/// Takes node `node_id`'s lock again after a reconnect, restoring its row if it was removed.
-void reregister_node(connection& conn, const statement_set& stmts, const node_identity& who,
+/// Takes node `node_id`'s lock again after a reconnect, restoring its row if it was removed;
+/// returns whether it was (the node had been declared dead and its messages recovered).
+bool reregister_node(connection& conn, const statement_set& stmts, const node_identity& who,
                      std::int32_t node_id);
+/// Whether `conn`'s session holds node `node_id`'s liveness lock.
+bool holds_node_lock(connection& conn, const statement_set& stmts, std::int32_t node_id);
 /// Removes node `node_id` from the registry.
 void deregister_node(connection& conn, const statement_set& stmts, std::int32_t node_id);
 

@@ -77,6 +77,16 @@ struct claim_result {
   std::int64_t next_eta_ms = -1;
 };
 
+/// What a recovery after a failed claim did (storage::recover_unheld).
+struct recovery_result {
+  /// Rows the node owned in the queue and its consumer did not hold, handed back.
+  std::int64_t handed_back = 0;
+  /// Of the started messages of a claim whose commit is unknown, those it did commit: the rows
+  /// are running, owned by the node, at the claim's attempt. The others' outcomes must never
+  /// be written.
+  std::vector<std::string> committed;
+};
+
 /// How a message ended, as a result reader sees it.
 struct finished_message {
   std::string id;

@@ -53,6 +53,26 @@ bool is_valid_dsn(std::string_view dsn) noexcept {
   }
 }
 
+std::optional<std::string> dsn_option(std::string_view dsn, std::string_view key) {
+  std::string text(dsn);
+  if (text.empty())
+    return std::nullopt;
+  if (!is_connection_string(text))
+    return key == "dbname" ? std::optional<std::string>(text) : std::nullopt;
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(text.c_str(), &err);
+  if (opts == nullptr) {
+    PQfreemem(err);
+    return std::nullopt;
+  }
+  std::optional<std::string> out;
+  for (auto* o = opts; o->keyword != nullptr; ++o)
+    if (o->val != nullptr && key == o->keyword)
+      out = o->val;
+  PQconninfoFree(opts);
+  return out;
+}
+
 std::string redact_dsn(std::string_view dsn) {
   // Rebuilt from libpq's own parse, so every spelling libpq accepts (quoted values, escapes,
   // URIs, percent-encoding) loses its password; a DSN libpq cannot parse is not echoed at all.

@@ -2,16 +2,70 @@
 
 #include "troupe/error.hpp"
 
-#include <spdlog/sinks/stdout_color_sinks.h>
+#include <fmt/format.h>
+#include <spdlog/sinks/base_sink.h>
+
+#include <cstdio>
+#include <mutex>
 
 namespace troupe {
 
+std::string loggable(std::string_view text, std::size_t max) {
+  std::string out;
+  auto shown = std::min(text.size(), max);
+  out.reserve(shown + 16);
+  for (std::size_t i = 0; i < shown; ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    switch (c) {
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    default:
+      if (c < 0x20 || c == 0x7f)
+        out += fmt::format("\\x{:02x}", c);
+      else
+        out.push_back(static_cast<char>(c));
+    }
+  }
+  if (shown < text.size()) {
+    // Not in the middle of a UTF-8 character.
+    while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xc0) == 0x80)
+      out.pop_back();
+    if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xc0)
+      out.pop_back();
+    out += fmt::format("... ({} bytes in all)", text.size());
+  }
+  return out;
+}
+
 namespace {
 
+/// Writes each line to stderr with its message made loggable: one line per message, bounded.
+class bounded_stderr_sink final : public spdlog::sinks::base_sink<std::mutex> {
+protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    auto text = loggable(std::string_view(msg.payload.data(), msg.payload.size()), max_log_message);
+    spdlog::details::log_msg safe(msg.time, msg.source, msg.logger_name, msg.level, text);
+    spdlog::memory_buf_t line;
+    formatter_->format(safe, line);
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  }
+  void flush_() override { std::fflush(stderr); }
+};
+
 std::shared_ptr<spdlog::logger> make_logger() {
-  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto sink = std::make_shared<bounded_stderr_sink>();
   auto logger = std::make_shared<spdlog::logger>("troupe", sink);
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %v");
   logger->set_level(spdlog::level::info);
   return logger;
 }

@@ -2,6 +2,7 @@
 
 #include "troupe/area.hpp"
 #include "troupe/error.hpp"
+#include "troupe/limits.hpp"
 #include "troupe/options.hpp"
 
 #include <fmt/format.h>
@@ -149,8 +150,28 @@ void validate_message(const message& m) {
     throw error(errc::invalid_argument, "message id \"" + m.id + "\" is not a UUID");
   if (m.task.empty())
     throw error(errc::invalid_argument, "message " + m.id + " has no task name");
-  if (m.delay_ms < 0)
-    throw error(errc::invalid_argument, "message " + m.id + " has a negative delay");
+  if (m.task.size() > limits::max_task_name)
+    throw error(errc::invalid_argument,
+                fmt::format("message {}: its task name is {} bytes long, longer than the {} "
+                            "allowed",
+                            m.id, m.task.size(), limits::max_task_name));
+  if (m.delay_ms < 0 || m.delay_ms > limits::max_delay_ms)
+    throw error(errc::invalid_argument,
+                fmt::format("message {}: delay {}ms is out of range (0 to {}ms, ten years)", m.id,
+                            m.delay_ms, limits::max_delay_ms));
+  if (m.timestamp_ms < 0 || m.timestamp_ms > limits::max_timestamp_ms)
+    throw error(errc::invalid_argument,
+                fmt::format("message {}: timestamp {} is out of range (0 to {}, Unix "
+                            "milliseconds)",
+                            m.id, m.timestamp_ms, limits::max_timestamp_ms));
+  if (m.args_json.size() + m.options_json.size() > limits::max_message_bytes)
+    throw error(errc::invalid_argument,
+                fmt::format("message {}: its arguments and options are {} bytes, more than the "
+                            "{} a message may hold",
+                            m.id, m.args_json.size() + m.options_json.size(),
+                            limits::max_message_bytes));
+  if (auto fault = limits::check_message_options(m.options_json))
+    throw error(errc::invalid_argument, fmt::format("message {}: option {}", m.id, *fault));
 }
 
 namespace {
@@ -192,19 +213,21 @@ message with_message_option(const message& m, std::string_view key, T value) {
 
 message with_positive_duration(const message& m, std::string_view key,
                                std::chrono::milliseconds d) {
-  if (d.count() <= 0)
-    throw error(errc::invalid_argument, fmt::format("the message option {} must be a positive "
-                                                    "number of milliseconds, got {}ms",
-                                                    key, d.count()));
+  if (d.count() <= 0 || d.count() > limits::max_option_ms)
+    throw error(errc::invalid_argument,
+                fmt::format("the message option {} must be a positive number of milliseconds "
+                            "up to {} (a year), got {}ms",
+                            key, limits::max_option_ms, d.count()));
   return with_message_option(m, key, static_cast<std::int64_t>(d.count()));
 }
 
 } // namespace
 
 message message::with_max_retries(std::int32_t retries) const {
-  if (retries < 0)
+  if (retries < 0 || retries > limits::max_retries)
     throw error(errc::invalid_argument,
-                fmt::format("the message option max_retries must be 0 or more, got {}", retries));
+                fmt::format("the message option max_retries must be between 0 and {}, got {}",
+                            limits::max_retries, retries));
   return with_message_option(*this, "max_retries", static_cast<std::int64_t>(retries));
 }
 

@@ -16,6 +16,28 @@ void require(bool ok, const std::string& what) {
     throw error(errc::invalid_argument, what);
 }
 
+using std::chrono::milliseconds;
+using namespace std::chrono_literals;
+
+/// A duration as the config file writes it: 30s, 500ms, 2min, 24h.
+std::string spelled(milliseconds d) {
+  auto ms = d.count();
+  if (ms != 0 && ms % 3'600'000 == 0)
+    return fmt::format("{}h", ms / 3'600'000);
+  if (ms != 0 && ms % 60'000 == 0)
+    return fmt::format("{}min", ms / 60'000);
+  if (ms != 0 && ms % 1000 == 0)
+    return fmt::format("{}s", ms / 1000);
+  return fmt::format("{}ms", ms);
+}
+
+void require_duration(const std::string& key, milliseconds value, milliseconds least,
+                      milliseconds most) {
+  require(value >= least && value <= most,
+          fmt::format("{} must be between {} and {}, got {}", key, spelled(least), spelled(most),
+                      spelled(value)));
+}
+
 } // namespace
 
 void validate(const node_options& o) {
@@ -36,9 +58,7 @@ void validate(const node_options& o) {
     require(
       q.prefetch >= 0 && q.prefetch <= 65535,
       fmt::format("queues.{}.prefetch must be between 0 and 65535, got {}", q.name, q.prefetch));
-    require(q.poll_interval.count() >= 10,
-            fmt::format("queues.{}.poll-interval must be at least 10ms, got {}ms", q.name,
-                        q.poll_interval.count()));
+    require_duration(fmt::format("queues.{}.poll-interval", q.name), q.poll_interval, 10ms, 1h);
   }
   require(o.storage_connections >= 1 && o.storage_connections <= 64,
           fmt::format("node.storage-connections must be between 1 and 64, got {}",
@@ -46,21 +66,21 @@ void validate(const node_options& o) {
   require(
     o.scheduler_threads >= 1 && o.scheduler_threads <= 64,
     fmt::format("node.scheduler-threads must be between 1 and 64, got {}", o.scheduler_threads));
-  require(o.shutdown_grace.count() >= 0, "node.shutdown-grace must not be negative");
-  require(o.janitor_interval.count() >= 100,
-          fmt::format("node.janitor-interval must be at least 100ms, got {}ms",
-                      o.janitor_interval.count()));
+  require_duration("node.shutdown-grace", o.shutdown_grace, 0ms, 24h);
+  require_duration("node.janitor-interval", o.janitor_interval, 100ms, 1h);
   require(o.dead_node_grace >= 2 * defaults::listener_reconnect_backoff_max,
           fmt::format("node.dead-node-grace must be at least {}ms (twice the listener's "
-                      "reconnect backoff), got {}ms",
+                      "reconnect backoff), got {}",
                       2 * defaults::listener_reconnect_backoff_max.count(),
-                      o.dead_node_grace.count()));
-  require(o.time_limit_grace.count() >= 0, "node.time-limit-grace must not be negative");
+                      spelled(o.dead_node_grace)));
+  require_duration("node.dead-node-grace", o.dead_node_grace,
+                   2 * defaults::listener_reconnect_backoff_max, 24h);
+  require_duration("node.time-limit-grace", o.time_limit_grace, 0ms, 24h);
+  require_duration("node.statement-timeout", o.statement_timeout, 1s, 10min);
   require(o.completion_batch_size >= 1 && o.completion_batch_size <= 10000,
           fmt::format("node.completion-batch-size must be between 1 and 10000, got {}",
                       o.completion_batch_size));
-  require(o.completion_flush_interval.count() >= 0,
-          "node.completion-flush-interval must not be negative");
+  require_duration("node.completion-flush-interval", o.completion_flush_interval, 0ms, 10s);
   require(o.vacuum_dead_rows >= 0,
           fmt::format("node.vacuum-dead-rows must not be negative, got {}", o.vacuum_dead_rows));
 }

@@ -1,6 +1,9 @@
 #include "troupe/options.hpp"
 
 #include "troupe/error.hpp"
+#include "troupe/limits.hpp"
+
+#include <fmt/format.h>
 
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -86,3 +89,48 @@ std::string with_option(std::string_view options_json, std::string_view key, boo
 }
 
 } // namespace troupe
+
+namespace troupe::limits {
+
+std::optional<std::string> check_message_options(std::string_view options_json) {
+  if (options_json.empty() || options_json == "{}")
+    return std::nullopt; // the common case, without a parse
+  rapidjson::Document doc;
+  doc.Parse(options_json.data(), options_json.size());
+  if (doc.HasParseError() || !doc.IsObject())
+    return std::string("the message options are not a JSON object");
+  for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
+    std::string_view key{it->name.GetString(), it->name.GetStringLength()};
+    const auto& v = it->value;
+    auto range = [&](std::int64_t least, std::int64_t most,
+                     std::string_view unit) -> std::optional<std::string> {
+      if (!v.IsInt64())
+        return fmt::format("{}: expected an integer{}", key,
+                           unit.empty() ? "" : " of " + std::string(unit));
+      auto n = v.GetInt64();
+      if (n < least || n > most)
+        return fmt::format("{}: {} is out of range ({} to {}{})", key, n, least, most,
+                           unit.empty() ? "" : " " + std::string(unit));
+      return std::nullopt;
+    };
+    std::optional<std::string> fault;
+    if (key == "time_limit" || key == "min_backoff" || key == "max_backoff" || key == "max_age")
+      fault = range(0, max_option_ms, "ms");
+    else if (key == "max_retries")
+      fault = range(0, max_retries, "");
+    else if (key == "store_results" || key == "notify_shutdown")
+      fault = v.IsBool()
+                ? std::nullopt
+                : std::optional<std::string>(fmt::format("{}: expected true or false", key));
+    else if (key == "on_success" || key == "on_failure" || key == "on_retry_exhausted")
+      fault = v.IsString() && v.GetStringLength() <= max_task_name
+                ? std::nullopt
+                : std::optional<std::string>(fmt::format(
+                    "{}: expected a task name (a string of at most {} bytes)", key, max_task_name));
+    if (fault)
+      return fault;
+  }
+  return std::nullopt;
+}
+
+} // namespace troupe::limits

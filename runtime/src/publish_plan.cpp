@@ -3,6 +3,7 @@
 #include "storage/queries.hpp"
 #include "troupe/error.hpp"
 #include "troupe/json.hpp"
+#include "troupe/limits.hpp"
 #include "troupe/log.hpp"
 
 #include <fmt/format.h>
@@ -28,8 +29,12 @@ void validate_enqueue_input(const std::vector<message>& batch,
       return error(errc::invalid_argument,
                    fmt::format("invalid enqueue options for message {}: {}", i, why));
     };
-    if (o.delay && o.delay->count() < 0)
-      throw invalid(fmt::format("delay must not be negative, got {} ms", o.delay->count()));
+    if (o.delay && (o.delay->count() < 0 || o.delay->count() > limits::max_delay_ms))
+      throw invalid(fmt::format("delay must be between 0 and {} ms (ten years), got {} ms",
+                                limits::max_delay_ms, o.delay->count()));
+    if (o.deduplication_ttl.count() > limits::max_delay_ms)
+      throw invalid(fmt::format("deduplication_ttl must be at most {} ms (ten years), got {}",
+                                limits::max_delay_ms, o.deduplication_ttl.count()));
     if (o.deduplication_key.empty() && o.deduplication_ttl.count() != 0)
       throw invalid("deduplication_ttl given without a deduplication_key");
     if (!o.deduplication_key.empty() && o.deduplication_ttl.count() <= 0)

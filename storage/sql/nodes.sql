@@ -11,11 +11,20 @@ SELECT n.node_id, pg_advisory_lock($5::integer, n.node_id)::text FROM n
 
 -- name: reregister_node
 -- After the listener reconnects: take the node's lock again and restore its row if a janitor
--- removed it meanwhile (its messages were then recovered, and their late completions are refused).
+-- removed it meanwhile (its messages were then recovered, and their late completions are
+-- refused). Inserts a row (one affected row) exactly when the node had been declared dead.
 WITH l AS (SELECT pg_advisory_lock($5::integer, $6::integer))
 INSERT INTO {{t:nodes}} (node_id, name, host, pid, queues) OVERRIDING SYSTEM VALUE
 SELECT $6, $1, $2, $3, $4::text[] FROM l
 ON CONFLICT (node_id) DO NOTHING
+
+-- name: holds_node_lock
+-- Whether this session holds node $2's liveness lock (lock class $1): the listener asks every
+-- second, so that a lock lost without an error on its connection is noticed too.
+SELECT EXISTS (SELECT 1 FROM pg_locks l
+                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                  AND l.pid = pg_backend_pid()
+                  AND l.classid = $1::integer::oid AND l.objid = $2::integer::oid)
 
 -- name: deregister_node
 -- Graceful exit: the node's row goes, and its lock goes with the connection.

@@ -70,12 +70,14 @@ FROM STDIN (FORMAT binary)
 -- statement, since a row locked here cannot move before it is updated. A row whose newest
 -- version this statement cannot see (changed by a transaction that committed after the
 -- statement began) is left alone by the TID scan and stays queued for the next claim.
--- attempts + 1 with owner_node is the delivery token every completion is checked against.
+-- attempts + 1 with owner_node is the delivery token every completion is checked against. It
+-- stops at 1,000,000,000, the bound migration 4 puts on attempts, so a claim never overflows.
 -- The timestamp comes back through date_part (a float8), not extract (a numeric, which took a
 -- tenth of the statement's time): enqueue times are whole milliseconds, well within a float8's
 -- precision.
 UPDATE {{t:queue}}
-   SET state = 'running', owner_node = $2, attempts = attempts + 1, started_at = now()
+   SET state = 'running', owner_node = $2, attempts = least(attempts + 1, 1000000000),
+       started_at = now()
  WHERE ctid = ANY (ARRAY(
          SELECT ctid FROM {{t:queue}}
           WHERE hashtext(queue_name) = hashtext($1) AND queue_name = $1
@@ -99,7 +101,8 @@ RETURNING message_id::text, task_name, args::text, options::text, attempts, prio
 -- through its alias: a bare message_id would be the text output column of that name, which
 -- the fetch index cannot give in order (every ready row would be read and sorted).
 SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::text,
-       q.attempts + 1, q.priority, (date_part('epoch', q.enqueued_at) * 1000)::bigint,
+       least(q.attempts + 1, 1000000000), q.priority,
+       (date_part('epoch', q.enqueued_at) * 1000)::bigint,
        (date_part('epoch', q.eta) * 1000)::bigint
   FROM {{t:queue}} q
  WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
@@ -113,7 +116,8 @@ SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::t
 -- the same transaction, and commits without waiting for the WAL flush. The rows cannot have
 -- moved: this transaction holds their locks. Returns one row per row marked.
 UPDATE {{t:queue}}
-   SET state = 'running', owner_node = $2, attempts = attempts + 1, started_at = now()
+   SET state = 'running', owner_node = $2, attempts = least(attempts + 1, 1000000000),
+       started_at = now()
  WHERE ctid = ANY ($1::tid[]) AND state = 'queued'
    AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
 
@@ -180,7 +184,8 @@ SELECT w.message_id::text FROM written w CROSS JOIN (SELECT count(*) FROM woken)
 -- is woken (channel $4), so that other nodes start them now, not at their next poll.
 WITH back AS (
   UPDATE {{t:queue}} q
-     SET state = 'queued', owner_node = NULL, attempts = q.attempts - 1, started_at = NULL
+     SET state = 'queued', owner_node = NULL, attempts = greatest(q.attempts - 1, 0),
+         started_at = NULL
     FROM unnest($2::uuid[], $3::integer[]) AS c(id, attempt)
    WHERE q.message_id = c.id AND q.owner_node = $1 AND q.attempts = c.attempt
      AND q.state = 'running'
@@ -195,12 +200,26 @@ SELECT (SELECT count(*) FROM back),
 -- queue is woken (channel $4) when rows went back.
 WITH back AS (
   UPDATE {{t:queue}}
-     SET state = 'queued', owner_node = NULL, attempts = attempts - 1, started_at = NULL
+     SET state = 'queued', owner_node = NULL, attempts = greatest(attempts - 1, 0),
+         started_at = NULL
    WHERE state = 'running' AND owner_node = $1 AND queue_name = $2
      AND message_id <> ALL ($3::uuid[])
   RETURNING 1)
 SELECT (SELECT count(*) FROM back),
        (SELECT count(*) FROM (SELECT pg_notify($4, $2) WHERE EXISTS (SELECT 1 FROM back)) n)
+
+-- name: committed_claims
+-- Of messages $2 (at attempts $3) that node $1 started from a claim whose commit is unknown (the
+-- connection broke while it ended), those the claim committed: running, owned by the node, at
+-- that attempt. FOR UPDATE waits for the claim's transaction when it is still ending, and then
+-- reads the rows as it left them.
+SELECT s.message_id::text
+  FROM (SELECT q.message_id, q.state, q.owner_node, q.attempts
+          FROM {{t:queue}} q
+         WHERE q.message_id = ANY ($2::uuid[])
+           FOR UPDATE) s
+  JOIN unnest($2::uuid[], $3::integer[]) AS c(id, attempt) ON c.id = s.message_id
+ WHERE s.state = 'running' AND s.owner_node = $1 AND s.attempts = c.attempt
 
 -- name: queue_dead_rows
 -- Dead and live row versions of the queue table as PostgreSQL's statistics count them (they

@@ -3,8 +3,11 @@
 
 #include "local_postgres.hpp"
 #include "scratch_area.hpp"
+#include "socket_proxy.hpp"
 #include "storage/migrations.hpp"
+#include "storage/naming.hpp"
 #include "troupe/client.hpp"
+#include "troupe/dsn.hpp"
 #include "troupe/task.hpp"
 
 #include <fmt/format.h>
@@ -19,6 +22,10 @@ namespace {
 
 task_ref<void()> record{"record"};
 task_ref<void(int)> sleep_ms{"sleep_ms"};
+
+std::string test_dsn_option(const std::string& key) {
+  return dsn_option(testkit::test_dsn(), key).value_or("");
+}
 
 std::string worker_binary() {
   return testkit::sibling_binary("troupe-test-worker");
@@ -127,6 +134,50 @@ CAF_TEST(
     runs(fmt::format("message_id = '{}' AND node = 'node-after' AND attempt = 2", m.id)), 1);
   b->signal(SIGTERM);
   CAF_CHECK_EQUAL(b->wait(20s), 0);
+}
+
+CAF_TEST(a node cut off from its liveness lock starts nothing until it has the lock back) {
+  // The node reaches the database through a proxy. Its listener's session is ended and the
+  // proxy refuses new connections: the node's storage connections still work, but it cannot
+  // take its liveness lock again, and its own janitor declares it dead after the grace.
+  auto target = test_dsn_option("host");
+  testkit::socket_proxy proxy{target, std::stoi(test_dsn_option("port"))};
+  ::setenv("TROUPE_TEST_NOTE_DSN", area.dsn().c_str(), 1);
+  auto node = std::make_unique<testkit::child_process>(
+    worker_binary(), std::vector<std::string>{proxy.dsn(area.dsn()), area.where().schema, "default",
+                                              "2", "4", "5000", "node-cut"});
+  ::unsetenv("TROUPE_TEST_NOTE_DSN");
+  auto nodes = [&] {
+    return area.scalar(
+      fmt::format("SELECT count(*) FROM {}.nodes", storage::quote_identifier(area.where().schema)));
+  };
+  CAF_REQUIRE(testkit::wait_until([&] { return nodes() == 1; }, 20s));
+  // Warm: a first message runs, so every storage connection of the node is open.
+  producer.enqueue(record());
+  CAF_REQUIRE(testkit::wait_until([&] { return count("state = 'done'") == 1; }, 20s));
+  proxy.refuse_new(true);
+  auto lock_class = storage::node_lock_class(area.where());
+  CAF_REQUIRE_EQUAL(
+    area.scalar(fmt::format("SELECT count(pg_terminate_backend(pid)) FROM pg_locks "
+                            "WHERE locktype = 'advisory' AND objsubid = 2 AND classid = {}::oid",
+                            lock_class)),
+    1);
+  std::vector<message> cut_off;
+  for (int i = 0; i < 4; ++i)
+    cut_off.push_back(record());
+  producer.enqueue_many(cut_off);
+  // The node's janitor (or any) declares it dead once its lock stayed free past the grace.
+  CAF_REQUIRE(testkit::wait_until([&] { return nodes() == 0; }, 30s));
+  CAF_CHECK_GREATER(proxy.refused(), 0u);
+  CAF_CHECK_EQUAL(count("attempts > 0 AND state <> 'done'"), 0); // nothing was claimed
+  CAF_CHECK_EQUAL(runs("true"), 1);                              // nothing started
+  // The lock is back: the node registers again and runs each message once.
+  proxy.refuse_new(false);
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 5; }, 30s));
+  CAF_CHECK_EQUAL(runs("true"), 5);
+  CAF_CHECK_EQUAL(count("attempts = 1"), 5);
+  node->signal(SIGTERM);
+  CAF_CHECK_EQUAL(node->wait(30s), 0);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -76,7 +76,7 @@ CAF_TEST(migration 3 rebuilds the fetch index of an area at version 2 and keeps 
   client producer{client_options{a.dsn(), old}};
   auto first = producer.enqueue(job(1));
   auto second = producer.enqueue(job(2));
-  CAF_CHECK_EQUAL(storage::migrate(a.sql(), *stmts), std::vector<int>{3});
+  CAF_CHECK_EQUAL(storage::migrate(a.sql(), *stmts), (std::vector<int>{3, 4}));
   CAF_CHECK(definition().find("(hashtext(queue_name), priority, eta, message_id)") !=
             std::string::npos);
   CAF_CHECK(definition().find("deduplicate_items=off") != std::string::npos);
@@ -101,4 +101,75 @@ CAF_TEST(migration 3 rebuilds the fetch index of an area at version 2 and keeps 
   CAF_CHECK(text.find("Index Scan using v2_queue_fetch_idx") != std::string::npos);
   if (text.find("v2_queue_fetch_idx") == std::string::npos)
     CAF_MESSAGE("plan:\n" << text);
+}
+
+CAF_TEST(migration 4 quarantines rows no claim could read and then refuses them at insert) {
+  testkit::scratch_area a;
+  // A second area in the scratch schema, made by migrations 1 to 3 only.
+  area old{a.where().schema, "v3_"};
+  auto stmts = storage::make_statement_set(old);
+  a.sql().run(stmts->get(storage::sql::create_versions_table), {});
+  for (const auto& m : storage::embedded::migrations()) {
+    if (m.number > 3)
+      continue;
+    a.sql().exec(storage::render_sql(m.text, old));
+    a.sql().run(stmts->get(storage::sql::record_version),
+                {std::to_string(m.number), std::string(m.name)});
+  }
+  auto table = fmt::format("{}.v3_queue", storage::quote_identifier(old.schema));
+  task_ref<void(int)> job{"job"};
+  client producer{client_options{a.dsn(), old}};
+  auto good = producer.enqueue(job(1));
+  // Rows as a buggy producer or a hand-written fix would leave them.
+  a.sql().exec(fmt::format(
+    "INSERT INTO {} (message_id, queue_name, task_name, eta, enqueued_at, attempts) VALUES "
+    "('00000000-0000-4000-8000-000000000001', 'default', 'job', 'infinity', now(), 0), "
+    "('00000000-0000-4000-8000-000000000002', 'default', 'job', now(), '-infinity', 0), "
+    "('00000000-0000-4000-8000-000000000003', 'default', 'job', now(), now(), 2147483647)",
+    table));
+  CAF_CHECK_EQUAL(storage::migrate(a.sql(), *stmts), std::vector<int>{4});
+  auto failure = [&](int n) {
+    auto r = a.sql().exec(fmt::format("SELECT state::text, error->>'type', error->>'text' FROM {} "
+                                      "WHERE message_id = '00000000-0000-4000-8000-00000000000{}'",
+                                      table, n));
+    return std::string(r.text(0, 0)) + " " + std::string(r.text(0, 1)) + " " +
+           std::string(r.text(0, 2));
+  };
+  auto has = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
+  CAF_CHECK(has(failure(1), "failed troupe::bad_row"));
+  CAF_CHECK(has(failure(1), "column eta holds infinity"));
+  CAF_CHECK(has(failure(2), "column enqueued_at holds -infinity"));
+  CAF_CHECK(has(failure(3), "column attempts holds 2147483647"));
+  // The good message is claimed through the rest, and the statistics read the whole area.
+  storage::node_identity who{"test", "host", 1, {"default"}};
+  auto node = storage::register_node(a.sql(), *stmts, who);
+  auto claimed = storage::claim_batch(a.sql(), *stmts, "default", node, 10);
+  CAF_REQUIRE_EQUAL(claimed.messages.size(), 1u);
+  CAF_CHECK_EQUAL(claimed.messages[0].id, good.id);
+  // From now on such a row is refused where it is written, naming the rule it breaks.
+  auto refused = [&](const std::string& values) {
+    try {
+      a.sql().exec(fmt::format("INSERT INTO {} (message_id, queue_name, task_name, eta, "
+                               "enqueued_at, attempts) VALUES ({})",
+                               table, values));
+    } catch (const error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CAF_CHECK(has(refused("gen_random_uuid(), 'default', 'job', 'infinity', now(), 0"),
+                "v3_queue_eta_finite"));
+  CAF_CHECK(has(refused("gen_random_uuid(), 'default', 'job', now(), 'infinity', 0"),
+                "v3_queue_enqueued_at_finite"));
+  CAF_CHECK(has(refused("gen_random_uuid(), 'default', 'job', now(), now(), -1"),
+                "v3_queue_attempts_range"));
+  CAF_CHECK(
+    has(refused("gen_random_uuid(), '', 'job', now(), now(), 0"), "v3_queue_queue_name_length"));
+  CAF_CHECK(has(refused("gen_random_uuid(), 'default', repeat('x', 256), now(), now(), 0"),
+                "v3_queue_task_name_length"));
+  // Running every migration again leaves the area as it is.
+  a.sql().exec(storage::migration_script(old, 0));
+  CAF_CHECK_EQUAL(storage::current_version(a.sql(), *stmts), 4);
 }

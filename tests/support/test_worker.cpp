@@ -4,6 +4,8 @@
 //   record()          notes its run in SCHEMA.runs (message id, node name, attempt)
 //   sleep_ms(int ms)  notes its run, then sleeps
 //   crash_once()      notes its run; on its first attempt brings the whole process down
+// Runs are noted through TROUPE_TEST_NOTE_DSN when it is set (the node's DSN may go through a
+// proxy that a fault test cuts), else through DSN.
 #include "storage/connection.hpp"
 #include "storage/naming.hpp"
 #include "troupe/error.hpp"
@@ -21,6 +23,7 @@
 namespace {
 
 std::string g_dsn;
+std::string g_note_dsn;
 std::string g_schema;
 std::string g_name;
 
@@ -32,7 +35,7 @@ void note_run(const troupe::task_context& ctx) {
   for (;;) {
     try {
       if (!conn || !conn->ok())
-        conn.emplace(troupe::storage::connection::open(g_dsn, "troupe-test-task"));
+        conn.emplace(troupe::storage::connection::open(g_note_dsn, "troupe-test-task"));
       conn->exec_params(fmt::format("INSERT INTO {}.runs (message_id, node, attempt) "
                                     "VALUES ($1, $2, $3)",
                                     troupe::storage::quote_identifier(g_schema)),
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_dsn = argv[1];
+  g_note_dsn = std::getenv("TROUPE_TEST_NOTE_DSN") ? std::getenv("TROUPE_TEST_NOTE_DSN") : g_dsn;
   g_schema = argv[2];
   std::string queue = argv[3];
   g_name = argc > 7 ? argv[7] : "worker";

@@ -113,15 +113,30 @@ CAF_TEST(a claim the database refused drops its held outcomes and is remembered)
   CAF_CHECK(!t.rolled_back(c));
 }
 
-CAF_TEST(a claim whose outcome is unknown keeps its held outcomes for the batcher) {
+CAF_TEST(a claim whose outcome is unknown holds its outcomes until the recovery knows) {
   claim_tracker t;
-  auto c = t.begin(2);
-  t.locked(c, 2);
+  auto c = t.begin(3);
+  t.locked(c, 3);
   t.outcome_pending();
   t.hold(done("a"));
+  t.outcome_pending();
+  t.hold(done("b"));
   CAF_CHECK_EQUAL(t.failed(claim_tracker::failure::unknown), 0u);
   CAF_CHECK(!t.rolled_back(c));
-  CAF_CHECK_EQUAL(t.take_held().size(), 1u); // written if the claim did commit
+  CAF_CHECK(t.uncertain() == c);
+  CAF_CHECK(t.take_held().empty()); // not before the recovery knows
+  CAF_CHECK(t.must_hold(c));        // later outcomes of the claim wait too
+  CAF_CHECK_EQUAL(t.held_attempts().size(), 2u);
+  // The claim committed "b" (finished) and "c" (still running), not "a" nor "d".
+  auto send = t.resolve_uncertain({"b", "c"}, {"c", "d"});
+  CAF_REQUIRE_EQUAL(send.size(), 1u);
+  CAF_CHECK_EQUAL(send[0].id, "b");
+  CAF_CHECK_EQUAL(t.unsettled(), 1); // "a" dropped
+  CAF_CHECK(!t.uncertain());
+  CAF_CHECK(!t.must_hold(c));
+  CAF_CHECK(!t.take_void("c"));
+  CAF_CHECK(t.take_void("d"));
+  CAF_CHECK(!t.take_void("d")); // forgotten once taken
 }
 
 CAF_TEST(a failed claim is recovered before the next and the backoff doubles up to 5 s) {

@@ -332,6 +332,28 @@ CAF_TEST(out of range numbers name the key) {
   CHECK_ERROR_HAS(load_from_string("[queues]\n"), "at least one queue");
 }
 
+CAF_TEST(every duration has a range and too large ones are refused by key) {
+  CHECK_ERROR_HAS(load_from_string("[node]\nshutdown-grace=9223372036854775807\n"),
+                  "node.shutdown-grace must be between 0ms and 24h, got");
+  CHECK_ERROR_HAS(load_from_string("[node]\nshutdown-grace=100000000h\n"),
+                  "troupe.ini:2:16: 100000000h is too large for a duration");
+  CHECK_ERROR_HAS(load_from_string("", {"--node.shutdown-grace=100000000h"}),
+                  "node.shutdown-grace: 100000000h is too large for a duration");
+  CHECK_ERROR_HAS(load_from_string("[node]\nshutdown-grace=25h\n"),
+                  "node.shutdown-grace must be between 0ms and 24h, got 25h");
+  CHECK_ERROR_HAS(load_from_string("[node]\nstatement-timeout=500ms\n"),
+                  "node.statement-timeout must be between 1s and 10min, got 500ms");
+  CHECK_ERROR_HAS(load_from_string("[node]\njanitor-interval=2h\n"),
+                  "node.janitor-interval must be between 100ms and 1h, got 2h");
+  CHECK_ERROR_HAS(load_from_string("[node]\ntime-limit-grace=-1\n"),
+                  "node.time-limit-grace must be between 0ms and 24h, got -1ms");
+  CHECK_ERROR_HAS(load_from_string("[queues]\nq={poll-interval=2h}\n"),
+                  "queues.q.poll-interval must be between 10ms and 1h, got 2h");
+  auto s = load_from_string("[node]\nshutdown-grace=24h\nstatement-timeout=10min\n");
+  CAF_CHECK_EQUAL(s.node.shutdown_grace, std::chrono::hours{24});
+  CAF_CHECK_EQUAL(s.node.statement_timeout, std::chrono::minutes{10});
+}
+
 CAF_TEST(a DSN password never appears in an error) {
   const std::string secret = "hunter2";
   std::vector<std::string> texts = {

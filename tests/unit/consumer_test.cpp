@@ -6,7 +6,9 @@
 #include "actors/consumer.hpp"
 #include "fake_executor.hpp"
 
+#include <algorithm>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,9 @@ struct fake_storage_state {
   std::vector<caf::response_promise> pending;
   std::vector<std::vector<storage::claimed_message>> released;
   std::vector<std::vector<std::string>> recovered;
+  // The started messages each recovery asked about, and those it says the claim did not commit.
+  std::vector<std::vector<std::string>> asked_committed;
+  std::set<std::string> never_committed;
 };
 
 // (Functions with an argument: CAF 0.17 spawning one of no arguments trips UBSan.)
@@ -63,9 +68,20 @@ caf::behavior fake_storage(caf::stateful_actor<fake_storage_state>* self, int) {
       self->state.released.push_back(std::move(msgs));
       return n;
     },
-    [=](recover_atom, std::int32_t, const std::string&, std::vector<std::string>& held) {
-      self->state.recovered.push_back(std::move(held));
-      return std::int64_t{0};
+    [=](recover_atom, std::int32_t, const std::string&, std::vector<std::string>& held,
+        std::vector<storage::claimed_message>& started) {
+      auto& st = self->state;
+      st.recovered.push_back(std::move(held));
+      storage::recovery_result r;
+      std::vector<std::string> asked;
+      for (const auto& m : started) {
+        asked.push_back(m.id);
+        if (!st.never_committed.contains(m.id))
+          r.committed.push_back(m.id);
+      }
+      std::sort(asked.begin(), asked.end());
+      st.asked_committed.push_back(std::move(asked));
+      return r;
     },
   };
 }
@@ -233,6 +249,55 @@ CAF_TEST(a claim lost after its messages came is followed by a recovery of what 
   CAF_CHECK_EQUAL(db().recovered[0], (ids{"a"}));
   // No claim came while the recovery ran; one follows it after the backoff.
   CAF_CHECK_EQUAL(db().claims.size(), 1u);
+}
+
+CAF_TEST(after a lost claim only the outcomes of messages it committed are written) {
+  db().script.push_back({claimed("a", 0), claimed("b", 0), claimed("c", 0)});
+  auto c = start(3, 0);
+  sched.run();
+  for (auto* e : fakes.made)
+    CAF_REQUIRE(e->start(1));
+  report(c, 0, "a"); // finished before the claim's end: held
+  sched.run();
+  // The connection broke while the claim ended: did it commit? It did for "b" only.
+  db().never_committed = {"a", "c"};
+  fail_claim(0, make_caf_error(errc::connection_lost, "gone"));
+  sched.run();
+  CAF_REQUIRE_EQUAL(db().asked_committed.size(), 1u);
+  CAF_CHECK_EQUAL(db().asked_committed[0], (ids{"a", "b", "c"}));
+  auto held = db().recovered[0];
+  std::sort(held.begin(), held.end());
+  CAF_CHECK_EQUAL(held, (ids{"a", "b", "c"})); // none of them is handed back
+  CAF_CHECK(written().outcomes.empty());       // "a" never committed: dropped
+  report(c, 1, "b");
+  report(c, 2, "c");
+  sched.run();
+  CAF_REQUIRE_EQUAL(written().outcomes.size(), 1u); // "c" is void too
+  CAF_CHECK_EQUAL(written().outcomes[0].id, "b");
+}
+
+CAF_TEST(without the liveness lock nothing is claimed nor started until it is back) {
+  db().script.push_back({claimed("a", 0), claimed("b", 0)});
+  auto c = start(1, 1);
+  sched.run();
+  CAF_REQUIRE_EQUAL(db().claims.size(), 1u);
+  reply_to_claim(0);
+  sched.run();
+  auto* e = fakes.made[0];
+  CAF_REQUIRE(e->start(1)); // "a" started
+  caf::anon_send(c, liveness_atom_v, false, false);
+  sched.run();
+  CAF_CHECK(!e->start(2)); // "b", queued behind it, was taken back
+  report(c, 0, "a");       // a running attempt still finishes
+  caf::anon_send(c, wake_atom_v);
+  sched.run();
+  CAF_CHECK_EQUAL(db().claims.size(), 1u); // no claim without the lock
+  CAF_CHECK_EQUAL(written().outcomes.size(), 1u);
+  // The lock is back, but the node had been declared dead: "b" is no longer its own.
+  caf::anon_send(c, liveness_atom_v, true, true);
+  sched.run();
+  CAF_CHECK_EQUAL(db().claims.size(), 2u); // claims again
+  CAF_CHECK(db().released.empty());        // "b" was dropped, not handed back
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

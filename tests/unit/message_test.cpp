@@ -2,6 +2,7 @@
 #include <caf/test/unit_test.hpp>
 
 #include "troupe/error.hpp"
+#include "troupe/limits.hpp"
 #include "troupe/message.hpp"
 #include "troupe/options.hpp"
 #include "troupe/task.hpp"
@@ -205,7 +206,9 @@ CAF_TEST(the setters refuse values the middleware would not take) {
   using namespace std::chrono_literals;
   auto m = with_origin();
   CAF_CHECK_EQUAL(refusal([&] { m.with_max_retries(-1); }),
-                  "the message option max_retries must be 0 or more, got -1");
+                  "the message option max_retries must be between 0 and 1000000, got -1");
+  CAF_CHECK_EQUAL(refusal([&] { m.with_max_retries(1'000'001); }),
+                  "the message option max_retries must be between 0 and 1000000, got 1000001");
   CAF_CHECK_EQUAL(refusal([&] { m.with_max_retries(0); }), "no error");
   struct duration_setter {
     std::string key;
@@ -215,10 +218,11 @@ CAF_TEST(the setters refuse values the middleware would not take) {
                         duration_setter{"max_backoff", &message::with_max_backoff},
                         duration_setter{"max_age", &message::with_max_age},
                         duration_setter{"time_limit", &message::with_time_limit}}) {
-    for (auto bad : {0ms, -5ms})
+    for (auto bad : {0ms, -5ms, 10'000'000'000'000ms})
       CAF_CHECK_EQUAL(refusal([&] { (m.*s.set)(bad); }),
                       "the message option " + s.key +
-                        " must be a positive number of milliseconds, got " +
+                        " must be a positive number of milliseconds up to 31536000000 (a year), "
+                        "got " +
                         std::to_string(bad.count()) + "ms");
     CAF_CHECK_EQUAL(refusal([&] { (m.*s.set)(1ms); }), "no error");
   }
@@ -242,4 +246,42 @@ CAF_TEST(a max_backoff longer than the longest backoff is accepted) {
   // The middleware counts it as 7 days (see the retries_middleware suite).
   auto o = with_origin().with_max_backoff(std::chrono::hours(24 * 30)).options_json;
   CAF_CHECK_EQUAL(int_of(o, "max_backoff"), "2592000000");
+}
+
+CAF_TEST(publishing refuses options sizes and delays out of range by name) {
+  auto base = with_origin();
+  auto fault = [&](message m) {
+    try {
+      normalize_message(m);
+    } catch (const troupe::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto with = [&](std::string options) {
+    auto m = base;
+    m.options_json = std::move(options);
+    return m;
+  };
+  CAF_CHECK(mentions(fault(with(R"({"time_limit":10000000000000})")),
+                     "option time_limit: 10000000000000 is out of range (0 to 31536000000 ms)"));
+  CAF_CHECK(
+    mentions(fault(with(R"({"max_age":"soon"})")), "option max_age: expected an integer of ms"));
+  CAF_CHECK(mentions(fault(with(R"({"max_retries":2147483647})")),
+                     "option max_retries: 2147483647 is out of range"));
+  CAF_CHECK(mentions(fault(with(R"({"store_results":1})")), "store_results: expected true or"));
+  CAF_CHECK(mentions(fault(with("[]")), "not a JSON object"));
+  CAF_CHECK_EQUAL(fault(with(R"({"time_limit":1000,"custom":{"any":"thing"}})")), "no error");
+  auto m = base;
+  m.delay_ms = troupe::limits::max_delay_ms + 1;
+  CAF_CHECK(mentions(fault(m), "is out of range (0 to 315360000000ms, ten years)"));
+  m = base;
+  m.task = std::string(256, 't');
+  CAF_CHECK(mentions(fault(m), "its task name is 256 bytes long, longer than the 255 allowed"));
+  m = base;
+  m.timestamp_ms = -1;
+  CAF_CHECK(mentions(fault(m), "timestamp -1 is out of range"));
+  m = base;
+  m.args_json = "[\"" + std::string(troupe::limits::max_message_bytes, 'x') + "\"]";
+  CAF_CHECK(mentions(fault(m), "more than the 67108864 a message may hold"));
 }

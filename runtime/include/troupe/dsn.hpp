@@ -7,6 +7,7 @@
 // `postgres://` URI, or any other word, which libpq takes as a database name.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,11 @@ void validate_dsn(std::string_view dsn);
 
 /// Whether validate_dsn accepts `dsn`.
 bool is_valid_dsn(std::string_view dsn) noexcept;
+
+/// The value `dsn` gives keyword `key` (such as "options" or "host"), as libpq parses it; none
+/// when the DSN does not set it (an empty DSN, a bare database name for any key but "dbname")
+/// or cannot be parsed.
+std::optional<std::string> dsn_option(std::string_view dsn, std::string_view key);
 
 /// `dsn` for logs and errors: rebuilt from libpq's own parse with any password replaced by
 /// "***" (every spelling libpq accepts: quoted values, escapes, URIs, percent-encoding). An

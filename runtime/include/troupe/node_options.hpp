@@ -27,6 +27,7 @@ inline constexpr std::chrono::milliseconds completion_flush_interval{2};
 inline constexpr std::int32_t completion_batch_size = 500;
 inline constexpr std::int32_t vacuum_dead_rows = 50'000;
 inline constexpr std::chrono::milliseconds reconnect_backoff_max{5000};
+inline constexpr std::chrono::milliseconds statement_timeout{20000};
 } // namespace defaults
 
 /// How one queue is consumed on this node.
@@ -75,9 +76,14 @@ struct node_options {
   /// the fetch index that later claims walk over until a vacuum removes it; autovacuum comes
   /// once a minute at most. 0 leaves the table to autovacuum.
   std::int32_t vacuum_dead_rows = defaults::vacuum_dead_rows;
+  /// The statement_timeout of every connection the node opens: no database call of the node
+  /// waits longer than this for one statement (its vacuums have 30 s of their own).
+  std::chrono::milliseconds statement_timeout = defaults::statement_timeout;
 };
 
-/// Throws troupe::error(invalid_argument) naming the first setting that breaks a rule.
+/// Throws troupe::error(invalid_argument) naming the first setting that breaks a rule: every
+/// count and every duration has a range (docs/configuration.md lists them), so that no timer,
+/// deadline or SQL interval computed from a setting can overflow.
 void validate(const node_options& options);
 
 } // namespace troupe
