@@ -95,13 +95,13 @@ claim_tracker::resolve_uncertain(const std::vector<std::string>& committed,
   held_.clear();
   for (const auto& id : running)
     if (!done.contains(id))
-      void_.insert(id);
+      void_.emplace(*uncertain_, id);
   uncertain_.reset();
   return send;
 }
 
-bool claim_tracker::take_void(const std::string& id) {
-  return void_.erase(id) > 0;
+bool claim_tracker::take_void(std::uint64_t claim, const std::string& id) {
+  return void_.erase({claim, id}) > 0;
 }
 
 void claim_tracker::forget_rolled_back(const std::function<bool(std::uint64_t)>& still_held) {
@@ -126,6 +126,18 @@ bool claim_tracker::should_probe() const noexcept {
 std::int64_t claim_tracker::begin_probe() {
   probing_ = true;
   return generation_;
+}
+
+void claim_tracker::probe_failed(steady_clock::time_point now) noexcept {
+  probe_backoff_ = std::min(milliseconds{5000},
+                            probe_backoff_.count() == 0 ? milliseconds{100} : probe_backoff_ * 2);
+  probe_resume_at_ = now + probe_backoff_;
+}
+
+milliseconds claim_tracker::probe_held_off_for(steady_clock::time_point now) const {
+  if (now >= probe_resume_at_)
+    return milliseconds{0};
+  return ceil<milliseconds>(probe_resume_at_ - now);
 }
 
 void claim_tracker::begin_recovery() {

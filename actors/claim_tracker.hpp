@@ -126,8 +126,9 @@ public:
   /// `running` (still running) that it did not commit are void: their outcomes will be dropped.
   std::vector<storage::outcome> resolve_uncertain(const std::vector<std::string>& committed,
                                                   const std::vector<std::string>& running);
-  /// Whether the outcome of message `id` is void (its claim never committed); forgets it.
-  bool take_void(const std::string& id);
+  /// Whether the outcome of message `id` delivered by claim `claim` is void (that claim never
+  /// committed; a later claim may deliver the same message again); forgets it.
+  bool take_void(std::uint64_t claim, const std::string& id);
   /// Whether claim `claim` was rolled back for sure (see failed()): its outcomes are dropped.
   bool rolled_back(std::uint64_t claim) const { return rolled_back_.contains(claim); }
   /// Forgets rolled-back claims none of whose messages run any more.
@@ -158,6 +159,14 @@ public:
   /// A probe begins (returns the generation it covers) or ends.
   std::int64_t begin_probe();
   void end_probe() noexcept { probing_ = false; }
+  /// The probe failed at `now`: no probe before a backoff that grows like the claim's (100 ms
+  /// doubling up to 5 s), so that a probe that keeps failing is logged once per step. A probe
+  /// that succeeds resets it.
+  void probe_failed(std::chrono::steady_clock::time_point now) noexcept;
+  void probe_succeeded() noexcept { probe_backoff_ = std::chrono::milliseconds{0}; }
+  std::chrono::milliseconds probe_backoff() const noexcept { return probe_backoff_; }
+  /// How long the next probe must still wait at `now`; 0 when it need not.
+  std::chrono::milliseconds probe_held_off_for(std::chrono::steady_clock::time_point now) const;
 
   // -- the recovery after a failed claim -------------------------------------------------
 
@@ -204,10 +213,12 @@ private:
   std::vector<storage::outcome> held_;
   std::set<std::uint64_t> rolled_back_;
   std::optional<std::uint64_t> uncertain_;
-  std::set<std::string> void_;
+  std::set<std::pair<std::uint64_t, std::string>> void_;
   std::int64_t generation_ = 1;
   std::int64_t eta_known_for_ = 0;
   bool probing_ = false;
+  std::chrono::milliseconds probe_backoff_{0};
+  std::chrono::steady_clock::time_point probe_resume_at_{};
   std::vector<std::string> completed_;
   std::chrono::milliseconds backoff_{0};
   std::chrono::steady_clock::time_point resume_at_{};

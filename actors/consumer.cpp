@@ -86,7 +86,7 @@ void settle(consumer_ptr self, std::size_t i, storage::outcome out) {
     st.claims.forget_rolled_back([&](std::uint64_t c) { return st.slots->holds_claim(c); });
     return;
   }
-  if (st.claims.take_void(out.id)) {
+  if (st.claims.take_void(claim, out.id)) {
     log().info("dropping the outcome of message {}: its claim never committed queue={}", out.id,
                st.settings.queue.name);
     return;

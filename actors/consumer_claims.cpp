@@ -22,21 +22,27 @@ void on_eta(consumer_ptr self, std::int64_t generation, std::int64_t next_eta_ms
 // stale and no claim follows anyway.
 void maybe_probe_eta(consumer_ptr self) {
   auto& st = self->state;
-  if (st.stopping || !st.claims.should_probe())
+  if (st.stopping || !st.lock_held || !st.claims.should_probe())
     return;
+  if (auto wait = st.claims.probe_held_off_for(steady_clock::now()); wait.count() > 0) {
+    schedule_wake(self, wait); // the wake probes again, since the answer is still stale
+    return;
+  }
   auto generation = st.claims.begin_probe();
   self->request(st.settings.storage, seconds(30), next_eta_atom_v, st.settings.queue.name)
     .then(
       [=](std::int64_t next_eta_ms) {
         self->state.claims.end_probe();
+        self->state.claims.probe_succeeded();
         on_eta(self, generation, next_eta_ms);
         maybe_probe_eta(self); // a wake during the probe may have made it stale again
       },
       [=](caf::error& err) {
         auto& s = self->state;
         s.claims.end_probe();
-        log().warn("next_eta failed queue={} error={}; the poll looks again", s.settings.queue.name,
-                   describe(err));
+        s.claims.probe_failed(steady_clock::now());
+        log().warn("next_eta failed queue={} error={}; retrying in {}ms", s.settings.queue.name,
+                   describe(err), s.claims.probe_backoff().count());
       });
 }
 

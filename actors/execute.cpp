@@ -53,6 +53,14 @@ void run_task(attempt& a, std::string_view args_json) {
     a.error_type = e.code() == errc::decode_failed ? "troupe::decode_failed" : "troupe::error";
     a.permanent = e.code() == errc::decode_failed;
     a.error_text = e.what();
+    if (auto quote = a.task->options.quote_args_in_failures;
+        e.code() == errc::decode_failed && quote > 0) {
+      auto cut = std::min(quote, args_json.size());
+      while (cut > 0 && cut < args_json.size() &&
+             (static_cast<unsigned char>(args_json[cut]) & 0xc0) == 0x80)
+        --cut; // not in the middle of a UTF-8 character
+      a.error_text += fmt::format("; the arguments begin {}", args_json.substr(0, cut));
+    }
   } catch (const std::exception& e) {
     a.exception = std::current_exception();
     a.error_type = demangle(typeid(e).name());
@@ -182,7 +190,7 @@ storage::outcome execute(const task_registry& registry, const storage::claimed_m
     a.status = attempt_status::failed;
     a.permanent = true;
     a.error_type = "troupe::invalid_options";
-    a.error_text = "message option " + *fault;
+    a.error_text = "invalid message options: " + *fault;
   }
   // before_process in stack order; a skip stops the rest and runs after_skip of those entered.
   std::size_t entered = a.status == attempt_status::failed ? stack.size() : 0;

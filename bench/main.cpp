@@ -49,6 +49,7 @@ const std::vector<std::pair<std::string, scenario_fn>>& scenarios() {
     {"mixed", run_mixed},
     {"sustained", run_sustained},
     {"memory", run_memory},
+    {"memory-large", run_memory_large},
     {"claim-vs-history", run_claim_vs_history},
   };
   return all;

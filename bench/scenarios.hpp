@@ -23,6 +23,8 @@ namespace troupe::bench {
 
 /// The task every scenario runs: does nothing with its argument (a sequence number).
 inline const task_ref<void(std::int64_t)> noop{"bench.noop", "bench"};
+/// The task of the large-message scenario: does nothing with its argument (a long string).
+inline const task_ref<void(std::string)> big{"bench.big", "bench"};
 
 /// Settings of one benchmark run (command-line flags).
 struct bench_options {
@@ -103,6 +105,7 @@ scenario_result run_burn_down(bench_context& ctx);
 scenario_result run_mixed(bench_context& ctx);
 scenario_result run_sustained(bench_context& ctx);
 scenario_result run_memory(bench_context& ctx);
+scenario_result run_memory_large(bench_context& ctx);
 scenario_result run_claim_vs_history(bench_context& ctx);
 
 /// The `node` subcommand: a worker node with the no-op task until SIGTERM (for `memory`).

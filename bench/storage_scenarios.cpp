@@ -176,6 +176,57 @@ scenario_result run_memory(bench_context& ctx) {
   return r;
 }
 
+scenario_result run_memory_large(bench_context& ctx) {
+  scenario_result r{"memory-large"};
+  auto where = ctx.fresh_area(r.scenario);
+  auto count = ctx.tasks_or(40, 20);
+  constexpr std::int64_t bytes = 10 << 20;
+  auto conn = ctx.connect("troupe-bench");
+  node_process node(ctx, where);
+  wait_registered(conn, where);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto idle = read_rss(node.pid());
+  if (!idle)
+    throw error(errc::bug, "the idle node process ended early");
+  // Messages of 10 MB each (one string argument), written in SQL a few at a time.
+  auto t0 = clock_type::now();
+  for (std::int64_t i = 0; i < count; i += 4)
+    conn.exec(fmt::format("INSERT INTO {} (message_id, queue_name, task_name, args) SELECT "
+                          "gen_random_uuid(), '{}', '{}', jsonb_build_array(repeat('x', {})) "
+                          "FROM generate_series(1, {})",
+                          queue_table(where), big.queue(), big.name(), bytes,
+                          std::min<std::int64_t>(4, count - i)));
+  double sampled_max = 0;
+  for (;;) {
+    auto rss = read_rss(node.pid());
+    if (!rss)
+      throw error(errc::bug, "the node process ended while draining the large messages");
+    sampled_max = std::max(sampled_max, rss->current_mb);
+    if (remaining(conn, where) == 0)
+      break;
+    if (clock_type::now() - t0 > std::chrono::minutes(5))
+      throw error(errc::timeout, "memory-large: the messages were not drained within 5 minutes");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  auto t_done = clock_type::now();
+  // What the node keeps once it is idle again.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto after = read_rss(node.pid()).value_or(rss_reading{});
+  r.tasks = count;
+  r.seconds = ms_between(t0, t_done) / 1000.0;
+  r.per_second = static_cast<double>(count) / *r.seconds;
+  r.peak_rss_mb = after.peak_mb;
+  r.set("node", "a `troupe-bench node` child process; RSS from /proc/PID/status");
+  r.set("message_bytes", bytes);
+  r.set("idle_rss_mb", idle->current_mb);
+  r.set("drain_rss_sampled_max_mb", sampled_max);
+  r.set("after_drain_rss_mb", after.current_mb);
+  r.set("after_minus_idle_mb", after.current_mb - idle->current_mb);
+  r.set("concurrency", ctx.options().concurrency);
+  r.set("prefetch", ctx.options().prefetch);
+  return r;
+}
+
 namespace {
 
 struct claim_phase {

@@ -18,7 +18,7 @@ admin open_admin(const command_line& cl) {
   o.area = cl.where;
   o.application_name = "troupe-cli";
   o.on_warning = [](const std::string& text) {
-    std::cerr << "troupe: warning from PostgreSQL: " << text << '\n';
+    std::cerr << "troupe: warning from PostgreSQL: " << terminal_safe(text) << '\n';
   };
   return admin(std::move(o));
 }

@@ -3,6 +3,7 @@
 
 #include "cli/command_line.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "troupe/version.hpp"
 
 #include <cstdlib>
@@ -48,7 +49,7 @@ Exit status: 0 success, 1 runtime or database error, 2 usage error.
 /// its errors, and the command line parser redacts what it echoes and refuses a malformed DSN
 /// before libpq can quote pieces of it.
 void report(std::string_view message) {
-  std::cerr << "troupe: " << message << '\n';
+  std::cerr << "troupe: " << troupe::cli::terminal_safe(message) << '\n';
 }
 
 int run(const troupe::cli::command_line& cl) {

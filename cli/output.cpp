@@ -1,6 +1,7 @@
 #include "cli/output.hpp"
 
 #include "troupe/json.hpp"
+#include "troupe/log.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -25,6 +26,10 @@ std::vector<state_count> counts_of(const queue_stats& s) {
 }
 
 } // namespace
+
+std::string terminal_safe(std::string_view text) {
+  return loggable(text, text.size());
+}
 
 std::string describe_area(const area& a) {
   // Schema and prefix are validated identifiers ([a-z0-9_]), so they need no escaping here.
@@ -53,7 +58,9 @@ std::string format_stats_text(const std::vector<queue_stats>& stats) {
   for (const auto& s : stats) {
     if (!out.empty())
       out += '\n';
-    out += "queue " + s.queue + '\n';
+    // A queue name is whatever a row holds: a newline or an escape sequence in it must not
+    // forge a line or reach the terminal.
+    out += "queue " + terminal_safe(s.queue) + '\n';
     for (const auto& [state, count] : counts_of(s))
       out += "  " + std::string(state) + ": " + std::to_string(count) + '\n';
     out += "  ready: " + std::to_string(s.ready) + '\n';

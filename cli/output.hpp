@@ -7,9 +7,14 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace troupe::cli {
+
+/// `text` for a terminal: control characters (newlines, escape sequences) written as \\n or
+/// \\xNN, so that no value from the database can forge a line or drive the terminal.
+std::string terminal_safe(std::string_view text);
 
 /// `schema troupe (prefix "")`: how messages name an area.
 std::string describe_area(const area& a);

@@ -266,9 +266,52 @@ std::vector<std::string> parse_queue_selection(const flag_parser& flags, const s
 
 constexpr const char* default_config_file = "troupe.ini";
 
+/// Where a `{` of `text` is never closed (outside strings and comments), as "LINE:COLUMN": CAF's
+/// parser drops such a table, and the section it is in, without an error.
+std::optional<std::string> unclosed_brace(std::string_view text) {
+  std::vector<std::pair<int, int>> open; // line and column of each unclosed '{'
+  int line = 1;
+  int column = 0;
+  bool in_string = false;
+  bool in_comment = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    ++column;
+    if (c == '\n') {
+      ++line;
+      column = 0;
+      in_comment = false;
+      continue;
+    }
+    if (in_comment)
+      continue;
+    if (in_string) {
+      if (c == '\\')
+        ++i, ++column;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"')
+      in_string = true;
+    else if (c == ';')
+      in_comment = true;
+    else if (c == '{')
+      open.emplace_back(line, column);
+    else if (c == '}' && !open.empty())
+      open.pop_back();
+  }
+  if (open.empty())
+    return std::nullopt;
+  return fmt::format("{}:{}", open.front().first, open.front().second);
+}
+
 /// Parses INI text with no declared options, so nothing is dropped. Returns an error text.
 std::optional<std::string> parse_ini(const std::string& text, const std::string& source,
                                      caf::settings& tree) {
+  if (auto where = unclosed_brace(text))
+    return fmt::format("{}:{}: invalid INI syntax (this '{{' is never closed by a '}}')", source,
+                       *where);
   if (auto big = find_overflowing_duration(text)) {
     auto before = std::string_view{text}.substr(0, big->offset);
     auto line = std::count(before.begin(), before.end(), '\n') + 1;
@@ -323,6 +366,10 @@ ini_source read_config_file(const std::vector<std::string>& args) {
   ini_source src;
   auto explicit_path = config_file_flag(args);
   auto path = explicit_path.value_or(default_config_file);
+  std::error_code dir_ec;
+  if (std::filesystem::is_directory(path, dir_ec))
+    fail(fmt::format("config file \"{}\"{} is a directory, not a file", path,
+                     explicit_path ? " (given by --config-file)" : ""));
   std::ifstream file{path};
   if (!file) {
     std::error_code ec;

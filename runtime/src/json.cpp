@@ -46,7 +46,10 @@ std::string json_quote(std::string_view text) {
     auto c = static_cast<unsigned char>(text[i]);
     auto len = utf8_sequence(text, i);
     if (len == 0 || c == 0) {
-      out += "\\ufffd"; // invalid UTF-8 or NUL: PostgreSQL stores neither in jsonb
+      // Invalid UTF-8 or NUL, which PostgreSQL stores in no jsonb, become U+FFFD: written as its
+      // UTF-8 bytes, not as a backslash-u escape, which a database whose encoding is not UTF-8
+      // (such as SQL_ASCII) refuses in jsonb.
+      out += "\xef\xbf\xbd";
       ++i;
       continue;
     }

@@ -171,7 +171,8 @@ void validate_message(const message& m) {
                             m.id, m.args_json.size() + m.options_json.size(),
                             limits::max_message_bytes));
   if (auto fault = limits::check_message_options(m.options_json))
-    throw error(errc::invalid_argument, fmt::format("message {}: option {}", m.id, *fault));
+    throw error(errc::invalid_argument,
+                fmt::format("message {}: invalid options: {}", m.id, *fault));
 }
 
 namespace {

@@ -98,7 +98,7 @@ std::optional<std::string> check_message_options(std::string_view options_json) 
   rapidjson::Document doc;
   doc.Parse(options_json.data(), options_json.size());
   if (doc.HasParseError() || !doc.IsObject())
-    return std::string("the message options are not a JSON object");
+    return std::string("they are not a JSON object");
   for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
     std::string_view key{it->name.GetString(), it->name.GetStringLength()};
     const auto& v = it->value;

@@ -5,6 +5,7 @@
 #include "storage/embedded_sql.hpp"
 #include "storage/migrations.hpp"
 #include "troupe/client.hpp"
+#include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
 #include "troupe/task.hpp"
 #include "troupe/version.hpp"
@@ -30,9 +31,10 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-// Runs build/bin/troupe with `args` (already quoted as needed) and captures what it prints.
-run_result troupe_cli(const std::string& args) {
-  auto cmd = shell_quote(testkit::sibling_binary("troupe")) + " " + args + " 2>&1";
+// Runs build/bin/troupe with `args` (already quoted as needed), after the environment
+// assignments `env` if any, and captures what it prints.
+run_result troupe_cli(const std::string& args, const std::string& env = "") {
+  auto cmd = env + shell_quote(testkit::sibling_binary("troupe")) + " " + args + " 2>&1";
   run_result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];
@@ -131,6 +133,22 @@ CAF_TEST(stats counts messages per queue and state) {
   CAF_CHECK(has(empty.out, R"("queued":0)"));
 }
 
+CAF_TEST(text stats escape control characters in queue names) {
+  CAF_REQUIRE_EQUAL(troupe_cli(global + " init").status, 0);
+  // A row written by plain SQL, whose queue name would forge a block and clear the screen.
+  storage::connection::open(dsn, "test")
+    .exec(fmt::format("INSERT INTO {}.queue (message_id, queue_name, task_name) VALUES "
+                      "(gen_random_uuid(), E'evil\\nqueue forged\\n  done: 99\\x1b[2J', 'job')",
+                      schema));
+  auto text = troupe_cli(global + " stats");
+  CAF_CHECK_EQUAL(text.status, 0);
+  CAF_CHECK(has(text.out, "queue evil\\nqueue forged\\n  done: 99\\x1b[2J\n"));
+  CAF_CHECK(!has(text.out, "\nqueue forged"));
+  CAF_CHECK(!has(text.out, "\x1b"));
+  auto json = troupe_cli(global + " stats --json");
+  CAF_CHECK(has(json.out, R"("queue":"evil\nqueue forged\n  done: 99\u001b[2J")"));
+}
+
 CAF_TEST(bad input is refused with exit code 2 naming what was wrong) {
   auto bad_schema = troupe_cli("--schema 'Bad-Schema' init");
   CAF_CHECK_EQUAL(bad_schema.status, 2);
@@ -163,6 +181,16 @@ CAF_TEST(the command checks a DSN by the rule every part of Troupe uses) {
   auto name = troupe_cli("--dsn 'troupe_no_such_database' stats");
   CAF_CHECK_EQUAL(name.status, 1);
   CAF_CHECK(has(name.out, "cannot connect"));
+  // With libpq's environment pointing at the server, a bare database name is all it takes.
+  auto env =
+    fmt::format("PGHOST={} PGPORT={} PGUSER={} ", shell_quote(dsn_option(dsn, "host").value_or("")),
+                shell_quote(dsn_option(dsn, "port").value_or("5432")),
+                shell_quote(dsn_option(dsn, "user").value_or("postgres")));
+  auto db = dsn_option(dsn, "dbname").value_or("postgres");
+  auto bare = troupe_cli("--dsn " + shell_quote(db) + " --schema " + schema + " init", env);
+  CAF_CHECK_EQUAL(bare.status, 0);
+  if (bare.status != 0)
+    CAF_MESSAGE(bare.out);
 }
 
 CAF_TEST(version prints the version of the build) {

@@ -27,6 +27,8 @@ task_ref<void()> gate{"gate"};
 task_ref<void(std::string)> mark{"mark"};
 std::atomic<bool> gate_open{false};
 std::atomic<int> gate_started{0};
+task_ref<int()> numbered{"numbered"};
+std::atomic<int> numbered_runs{0};
 std::mutex marks_mutex;
 std::vector<std::string> marks; // the order in which mark tasks started
 
@@ -52,6 +54,17 @@ struct fixture {
       std::lock_guard guard{marks_mutex};
       marks.push_back(tag);
     });
+    // Returns the number of its run; the first run waits until a second one has started.
+    tasks->define(
+      numbered,
+      [] {
+        int run = ++numbered_runs;
+        auto until = std::chrono::steady_clock::now() + 20s;
+        while (run == 1 && numbered_runs < 2 && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(2ms);
+        return run;
+      },
+      keep);
     tasks->define(nap, [](int ms) {
       ++naps_started;
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -315,6 +328,34 @@ CAF_TEST(a claim that fails after its messages started loses none of them) {
   CAF_CHECK(area.scalar(fmt::format("SELECT last_value FROM {}.claims_seen",
                                     storage::quote_identifier(area.where().schema))) > 1);
   stop(node);
+}
+
+CAF_TEST(the outcome of an attempt whose claim never committed is never written) {
+  // The first claim's commit ends its own connection: the node cannot know whether it
+  // committed (it did not). Its message had already started; it is claimed again with the same
+  // delivery token and runs a second time while the first run still runs.
+  area.sql().exec(fmt::format(R"(
+    CREATE SEQUENCE {0}.commits_seen;
+    CREATE FUNCTION {0}.lose_first_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF nextval('{0}.commits_seen') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+      RETURN NULL;
+    END $$;
+    CREATE CONSTRAINT TRIGGER lose_first_commit AFTER UPDATE ON {1}
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+      WHEN (NEW.state = 'running') EXECUTE FUNCTION {0}.lose_first_commit())",
+                              storage::quote_identifier(area.where().schema), area.queue_table()));
+  numbered_runs = 0;
+  auto m = producer.enqueue(numbered());
+  auto node = spawn_worker_node(*sys, options(2, 0), tasks);
+  CAF_CHECK(testkit::wait_until(
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", m.id)) == 1; }, 20s));
+  CAF_CHECK(testkit::wait_until([&] { return numbered_runs == 2; }, 20s));
+  stop(node);
+  // The first run ended first, but only the second run's claim was written: its outcome is
+  // the one stored.
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND result = '2' AND attempts = 1", m.id)),
+                  1);
 }
 
 CAF_TEST(a claim that keeps failing is retried with a growing backoff) {

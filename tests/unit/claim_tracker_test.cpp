@@ -134,9 +134,10 @@ CAF_TEST(a claim whose outcome is unknown holds its outcomes until the recovery 
   CAF_CHECK_EQUAL(t.unsettled(), 1); // "a" dropped
   CAF_CHECK(!t.uncertain());
   CAF_CHECK(!t.must_hold(c));
-  CAF_CHECK(!t.take_void("c"));
-  CAF_CHECK(t.take_void("d"));
-  CAF_CHECK(!t.take_void("d")); // forgotten once taken
+  CAF_CHECK(!t.take_void(c, "c"));
+  CAF_CHECK(!t.take_void(c + 1, "d")); // a later claim's delivery of "d" counts
+  CAF_CHECK(t.take_void(c, "d"));
+  CAF_CHECK(!t.take_void(c, "d")); // forgotten once taken
 }
 
 CAF_TEST(a failed claim is recovered before the next and the backoff doubles up to 5 s) {
@@ -223,4 +224,20 @@ CAF_TEST(a settled retry means its row is queued again) {
   CAF_CHECK(t.outcomes_settled(1));  // the retry
   CAF_CHECK_EQUAL(t.unsettled(), 0);
   CAF_CHECK(!t.outcomes_settled(1));
+}
+
+CAF_TEST(an eta probe that keeps failing waits a growing backoff) {
+  claim_tracker t;
+  auto now = std::chrono::steady_clock::now();
+  CAF_CHECK_EQUAL(t.probe_held_off_for(now).count(), 0);
+  std::vector<std::int64_t> waits;
+  for (int i = 0; i < 8; ++i) {
+    t.probe_failed(now);
+    waits.push_back(t.probe_held_off_for(now).count());
+  }
+  CAF_CHECK_EQUAL(waits, (std::vector<std::int64_t>{100, 200, 400, 800, 1600, 3200, 5000, 5000}));
+  CAF_CHECK_EQUAL(t.probe_held_off_for(now + std::chrono::seconds(5)).count(), 0);
+  t.probe_succeeded();
+  t.probe_failed(now);
+  CAF_CHECK_EQUAL(t.probe_held_off_for(now).count(), 100);
 }

@@ -306,6 +306,16 @@ CAF_TEST(values of the wrong type are rejected by key) {
   CHECK_ERROR_HAS(load_from_string("[logging]\nformat=\"json\"\n"), "logging.format: \"json\"");
 }
 
+CAF_TEST(an unclosed brace is an error that names its line and column) {
+  CHECK_ERROR_HAS(load_from_string("[node]\nname=\"n\"\n[queues]\nemails={concurrency=2\n"),
+                  "troupe.ini:4:8: invalid INI syntax (this '{' is never closed by a '}')");
+  // Braces in strings and comments do not count.
+  auto s = load_from_string("[node]\nname=\"a{b\" ; {\n[queues]\nq={concurrency=2}\n");
+  CAF_CHECK_EQUAL(s.node.name, "a{b");
+  CAF_REQUIRE_EQUAL(s.node.queues.size(), 1u);
+  CAF_CHECK_EQUAL(s.node.queues[0].name, "q");
+}
+
 CAF_TEST(INI syntax errors name the line) {
   CHECK_ERROR_HAS(load_from_string("[node]\nname=unquoted\n"), "troupe.ini:2:");
   CHECK_ERROR_HAS(load_from_string("[node]\n# hash comment\n"), "invalid INI syntax");
@@ -387,6 +397,10 @@ CAF_TEST(config file lookup) {
   CHECK_ERROR_HAS(load_args({"--config-file=" + bad.path.string()}),
                   "unknown key \"node.nmae\" in " + bad.path.string());
   CHECK_ERROR_HAS(load_from_string("", {"--config-file=x.ini"}), "--config-file cannot be used");
+  auto dir = std::filesystem::temp_directory_path();
+  CHECK_ERROR_HAS(load_args({"--config-file=" + dir.string()}),
+                  "config file \"" + dir.string() +
+                    "\" (given by --config-file) is a directory, not a file");
 }
 
 CAF_TEST(help flags are reported to the caller) {

@@ -42,8 +42,10 @@ std::string encode_args(const Ts&... xs) {
   }
 }
 
-/// Decodes a JSON array into a tuple of `Ts`. Throws troupe::error(decode_failed) naming the
-/// input when it is not an array of exactly that many values of those types.
+/// Decodes a JSON array into a tuple of `Ts`. Throws troupe::error(decode_failed) when it is
+/// not an array of exactly that many values of those types. The error's text gives the input's
+/// size, not its content: arguments can hold what must not reach a log or a failure record
+/// (a task may opt in to a prefix of them: task_options::quote_args_in_failures).
 template <class... Ts>
 std::tuple<Ts...> decode_args(std::string_view json) {
   std::tuple<Ts...> out;
@@ -53,16 +55,17 @@ std::tuple<Ts...> decode_args(std::string_view json) {
     cereal::size_type n = 0;
     ar(cereal::make_size_tag(n));
     if (n != sizeof...(Ts))
-      throw error(errc::decode_failed, "arguments " + std::string(json) + ": expected " +
-                                         std::to_string(sizeof...(Ts)) + " values, got " +
-                                         std::to_string(n));
+      throw error(errc::decode_failed,
+                  "arguments (" + std::to_string(json.size()) + " bytes of JSON): expected " +
+                    std::to_string(sizeof...(Ts)) + " values, got " + std::to_string(n));
     std::apply([&](auto&... xs) { (ar(xs), ...); }, out);
   } catch (const error&) {
     throw;
   } catch (const std::exception& e) {
-    throw error(errc::decode_failed,
-                "arguments " + std::string(json) + " do not decode into the task's " +
-                  std::to_string(sizeof...(Ts)) + " parameter types: " + e.what());
+    throw error(errc::decode_failed, "arguments (" + std::to_string(json.size()) +
+                                       " bytes of JSON) do not decode into the task's " +
+                                       std::to_string(sizeof...(Ts)) +
+                                       " parameter types: " + e.what());
   }
   return out;
 }

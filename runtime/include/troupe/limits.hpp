@@ -28,7 +28,7 @@ inline constexpr std::int64_t max_retries = 1'000'000;
 inline constexpr std::int64_t max_timestamp_ms = 253'402'300'799'999;
 
 /// The first fault of the options every Troupe middleware reads, as text that names the option
-/// and its range ("time_limit: 10000000000000 is out of range (1 to 31536000000 ms)"); none when
+/// and its range ("time_limit: 10000000000000 is out of range (0 to 31536000000 ms)"); none when
 /// they are sound. Options that are not a JSON object are a fault; keys Troupe does not know
 /// are left to their middleware.
 std::optional<std::string> check_message_options(std::string_view options_json);

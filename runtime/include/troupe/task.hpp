@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <exception>
 #include <optional>
 #include <stdexcept>
@@ -171,6 +172,10 @@ struct task_options {
   std::optional<std::chrono::milliseconds> time_limit;
   /// Let check() / stop_requested() report the node's shutdown to this task.
   bool notify_shutdown = false;
+  /// How many bytes of the arguments the failure text of an attempt whose arguments do not
+  /// decode quotes (troupe::decode_failed). 0, the default, quotes none: arguments can hold
+  /// what must not reach a failure record or a log.
+  std::size_t quote_args_in_failures = 0;
 
   /// Never retry when the task throws an `E` (or something derived from it).
   template <class E>
