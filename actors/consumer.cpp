@@ -204,11 +204,18 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       }
       if (reaped && !s.ready.empty()) {
         // The node was declared dead: its prefetched messages went back to their queues (and
-        // may run elsewhere by now); they are no longer this node's.
+        // may run elsewhere by now); they are no longer this node's. Those of a claim still
+        // in flight are kept: that claim's end decides about them.
+        std::vector<storage::claimed_message> in_flight;
+        if (s.claims.in_flight())
+          in_flight = s.ready.take_claim(s.claims.current());
         auto dropped = s.ready.take_all();
-        log().warn("dropping {} prefetched message(s): the node was declared dead while it had "
-                   "no lock and they went back to their queue queue={}",
-                   dropped.size(), s.settings.queue.name);
+        for (auto& m : in_flight)
+          s.ready.push(std::move(m));
+        if (!dropped.empty())
+          log().warn("dropping {} prefetched message(s): the node was declared dead while it "
+                     "had no lock and they went back to their queue queue={}",
+                     dropped.size(), s.settings.queue.name);
       }
       if (s.stopping) {
         release_ready(self);
@@ -227,6 +234,19 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       }
       s.stopping = true;
       *s.stopping_flag = true; // tasks that asked are told through their context
+      if (auto claim = s.claims.uncertain()) {
+        // No recovery runs during the stop, and this node claims nothing more: the outcomes of
+        // the claim whose commit is unknown go to the batcher, written only where it did
+        // commit (no later delivery of this node can share their token now).
+        std::vector<std::string> all;
+        for (const auto& [id, attempt] : s.claims.held_attempts())
+          all.push_back(id);
+        for (const auto& m : s.slots->of_claim(*claim))
+          all.push_back(m.id);
+        for (auto& out : s.claims.resolve_uncertain(all, {}))
+          send_outcome(self, std::move(out));
+        s.uncertain_unstarted.clear();
+      }
       s.stop_promise = rp;
       s.slots->take_back_all(s.ready); // sent but not started: handed back with the rest
       release_ready(self);             // with a claim in flight, once it ends

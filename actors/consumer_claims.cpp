@@ -4,6 +4,9 @@
 
 #include "troupe/log.hpp"
 
+#include <algorithm>
+#include <set>
+
 namespace troupe::actors::detail {
 
 using namespace std::chrono;
@@ -43,6 +46,8 @@ void maybe_probe_eta(consumer_ptr self) {
         s.claims.probe_failed(steady_clock::now());
         log().warn("next_eta failed queue={} error={}; retrying in {}ms", s.settings.queue.name,
                    describe(err), s.claims.probe_backoff().count());
+        if (!s.stopping)
+          schedule_wake(self, s.claims.probe_backoff()); // the wake claims, then probes again
       });
 }
 
@@ -73,13 +78,15 @@ void on_claim_failed(consumer_ptr self, const caf::error& err) {
   // the started ones' outcomes are dropped too; when the connection was lost or the reply did
   // not come, it may have committed: their outcomes are held until the recovery knows which
   // of them it committed (only those are written).
-  if (st.claims.state() == claim_tracker::phase::locked) {
-    st.slots->take_back_all(st.ready);
-    st.ready.drop_claim(st.claims.current());
-  }
   bool unknown = err.category() != caf::atom("troupe") ||
                  static_cast<errc>(err.code()) == errc::connection_lost ||
                  static_cast<errc>(err.code()) == errc::bug;
+  if (st.claims.state() == claim_tracker::phase::locked) {
+    st.slots->take_back_all(st.ready);
+    auto unstarted = st.ready.take_claim(st.claims.current());
+    if (unknown)
+      st.uncertain_unstarted = std::move(unstarted);
+  }
   st.claims.failed(unknown ? claim_tracker::failure::unknown : claim_tracker::failure::rolled_back);
   send_held_outcomes(self);
   if (!st.stopping)
@@ -122,6 +129,7 @@ void recover_after_failed_claim(consumer_ptr self) {
         // The claim whose commit is unknown: which of its started messages did it commit?
         std::vector<storage::claimed_message> started;
         std::vector<std::string> running;
+        std::size_t ran = 0; // the first `ran` of `started` did start
         if (auto claim = s.claims.uncertain()) {
           for (auto& m : s.slots->of_claim(*claim)) {
             running.push_back(m.id);
@@ -134,6 +142,10 @@ void recover_after_failed_claim(consumer_ptr self) {
             m.attempt = attempt;
             started.push_back(std::move(m));
           }
+          ran = started.size();
+          // Never started: not held (handed back if the claim committed), but locked too.
+          for (const auto& m : s.uncertain_unstarted)
+            started.push_back(m);
         }
         self
           ->request(s.settings.storage, seconds(30), recover_atom_v, s.settings.node_id,
@@ -142,13 +154,17 @@ void recover_after_failed_claim(consumer_ptr self) {
             [=](storage::recovery_result& r) {
               auto& s2 = self->state;
               if (s2.claims.uncertain()) {
-                auto lost = started.size() - r.committed.size();
+                std::set<std::string> committed(r.committed.begin(), r.committed.end());
+                auto lost = std::count_if(
+                  started.begin(), started.begin() + ran,
+                  [&](const storage::claimed_message& m) { return !committed.contains(m.id); });
                 if (lost > 0)
                   log().info("{} started message(s) of a claim whose commit was lost never "
                              "committed: their outcomes are dropped queue={}",
                              lost, s2.settings.queue.name);
                 for (auto& out : s2.claims.resolve_uncertain(r.committed, running))
                   send_outcome(self, std::move(out));
+                s2.uncertain_unstarted.clear();
               }
               s2.claims.recovery_done();
               if (r.handed_back > 0)

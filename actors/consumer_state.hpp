@@ -22,6 +22,9 @@ struct consumer_state {
   claim_tracker claims;
   bool stopping = false;
   bool lock_held = true; // the node holds its liveness lock: claims and starts are allowed
+  // The messages of a claim whose commit is unknown that never started: the recovery locks
+  // them too, so that it waits for that claim's transaction to end.
+  std::vector<storage::claimed_message> uncertain_unstarted;
   std::optional<caf::typed_response_promise<consumer_report>> stop_promise;
   std::int32_t releasing = 0;                                    // hand-back requests in flight
   std::optional<std::chrono::steady_clock::time_point> eta_wake; // earliest scheduled eta wake

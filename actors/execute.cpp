@@ -105,7 +105,9 @@ storage::outcome to_outcome(attempt& a) {
     break;
   case attempt_status::failed:
     o.state = a.retry ? storage::outcome_state::retry : storage::outcome_state::failed;
-    o.retry_delay_ms = a.retry_delay.count();
+    // Bounded: a task's retry_after or a middleware may ask for any delay, and the eta the
+    // queue table gets from it must stay a timestamp.
+    o.retry_delay_ms = std::clamp<std::int64_t>(a.retry_delay.count(), 0, limits::max_delay_ms);
     o.error_json = failure_record(a.error_type, a.error_text, a.context.attempt);
     break;
   case attempt_status::skipped:

@@ -21,6 +21,19 @@ void ready_queue::drop_claim(std::uint64_t claim) {
   std::erase_if(by_start_, [&](const storage::claimed_message& m) { return m.claim == claim; });
 }
 
+std::vector<storage::claimed_message> ready_queue::take_claim(std::uint64_t claim) {
+  std::vector<storage::claimed_message> out;
+  for (auto i = by_start_.begin(); i != by_start_.end();) {
+    if (i->claim == claim) {
+      out.push_back(*i);
+      i = by_start_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
 std::vector<storage::claimed_message> ready_queue::take_all() {
   std::vector<storage::claimed_message> out;
   out.reserve(by_start_.size());

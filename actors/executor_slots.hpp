@@ -31,6 +31,8 @@ public:
   storage::claimed_message pop();
   /// Removes the messages of claim `claim`.
   void drop_claim(std::uint64_t claim);
+  /// Removes the messages of claim `claim` and returns them.
+  std::vector<storage::claimed_message> take_claim(std::uint64_t claim);
   /// Every message, in start order, leaving the queue empty.
   std::vector<storage::claimed_message> take_all();
   /// Every message's id.

@@ -39,13 +39,16 @@ std::vector<node_child> node_children(const node_options& options) {
                    }});
   // Registers the node, holds its liveness lock, and turns notifications into wakes. A
   // restarted listener takes the node's lock again (its node_id is known by then).
-  table.push_back({"the notify listener", starts::with_node, on_death::restart, stops::await_down,
-                   [](caf::actor_system& sys, node_context& n, bool) {
-                     return spawn_notify_listener(
-                       sys, listener_settings{n.options.dsn, n.statements, n.identity, n.node,
-                                              n.node_id, defaults::listener_reconnect_backoff_max,
-                                              n.options.statement_timeout});
-                   }});
+  node_child listener{"the notify listener", starts::with_node, on_death::restart,
+                      stops::await_down, [](caf::actor_system& sys, node_context& n, bool) {
+                        return spawn_notify_listener(
+                          sys,
+                          listener_settings{n.options.dsn, n.statements, n.identity, n.node,
+                                            n.node_id, defaults::listener_reconnect_backoff_max,
+                                            n.options.statement_timeout});
+                      }};
+  listener.holds_lock = true;
+  table.push_back(std::move(listener));
   table.push_back({"the completion batcher", starts::once_registered, on_death::escalate,
                    stops::flush, [](caf::actor_system& sys, node_context& n, bool) {
                      n.batcher = spawn_completion_batcher(

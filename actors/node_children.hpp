@@ -48,6 +48,8 @@ struct node_child {
   std::function<caf::actor(caf::actor_system&, node_context&, bool replacing)> spawn;
   /// A queue's consumer: its queue.
   std::string queue;
+  /// The listener: its session holds the node's liveness lock, which its death releases.
+  bool holds_lock = false;
 
   caf::actor handle;
   std::deque<std::chrono::steady_clock::time_point> restarts;

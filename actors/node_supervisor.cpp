@@ -247,6 +247,13 @@ void on_child_down(supervisor_ptr self, caf::down_msg& dm) {
     return;
   }
   log().error("{} died ({}); restarting it", c->name, caf::to_string(dm.reason));
+  if (c->holds_lock && st.node.node_id != 0) {
+    // Its session, and the node's lock with it, is gone: nothing starts until the new
+    // listener has the lock again (it reports so).
+    st.node.lock_held = false;
+    for (auto* consumer : st.consumers())
+      self->send(caf::actor_cast<consumer_actor>(consumer->handle), liveness_atom_v, false, false);
+  }
   spawn_child(self, *c, true);
 }
 

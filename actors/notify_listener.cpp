@@ -87,10 +87,10 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
                        "it still runs will be refused",
                        node_id);
           log().info("listener reconnected node={}; rescanning every queue", node_id);
-          if (!lock_held || reaped) {
-            lock_held = true;
-            self->send(s.node, liveness_atom_v, true, reaped);
-          }
+          // Told every time, not only after a loss this listener saw: the node may have
+          // marked the lock lost when an earlier listener died.
+          lock_held = true;
+          self->send(s.node, liveness_atom_v, true, reaped);
           self->send(s.node, wake_atom_v, std::string{});
         }
         backoff = milliseconds{0};

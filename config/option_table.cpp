@@ -77,7 +77,7 @@ constexpr section_option section_options[] = {
    "duration: longest wait before finished outcomes are written (0 to 10s)",
    [](settings& s) -> field_ref { return &s.node.completion_flush_interval; }},
   {"node", "statement-timeout",
-   "duration: longest a database statement of the node may run (1s to 10min)",
+   "duration: longest a database statement of the node may run (1s to 25s; 0 = the server's)",
    [](settings& s) -> field_ref { return &s.node.statement_timeout; }},
   {"node", "completion-batch-size", "outcomes written in one statement at most (1 to 10000)",
    [](settings& s) -> field_ref { return &s.node.completion_batch_size; }},
@@ -132,28 +132,46 @@ std::optional<overflowing_duration> find_overflowing_duration(std::string_view t
     std::string_view name;
     std::int64_t ns;
   };
-  // Longest names first: "min" before "ms", "ms" before "s".
-  constexpr unit units[] = {{"min", 60'000'000'000},
-                            {"ns", 1},
-                            {"us", 1'000},
-                            {"ms", 1'000'000},
-                            {"s", 1'000'000'000},
-                            {"h", 3'600'000'000'000},
-                            {"d", 86'400'000'000'000}};
+  // The units of CAF 0.17's timespans, longest names first: "min" before "ms", "ms" before "s".
+  constexpr unit units[] = {{"min", 60'000'000'000}, {"ns", 1},
+                            {"us", 1'000},           {"ms", 1'000'000},
+                            {"s", 1'000'000'000},    {"h", 3'600'000'000'000}};
   auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  auto is_digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  bool in_string = false;
+  bool in_comment = false;
   for (std::size_t i = 0; i < text.size();) {
-    if (!std::isdigit(static_cast<unsigned char>(text[i])) || (i > 0 && is_word(text[i - 1]))) {
+    // Strings and comments hold no duration (and the text of a DSN must never be echoed).
+    char c = text[i];
+    if (in_comment) {
+      in_comment = c != '\n';
+      ++i;
+      continue;
+    }
+    if (in_string) {
+      in_string = c != '"';
+      i += c == '\\' ? 2 : 1;
+      continue;
+    }
+    if (c == '"' || c == ';') {
+      in_string = c == '"';
+      in_comment = c == ';';
+      ++i;
+      continue;
+    }
+    if (!is_digit(c) || (i > 0 && is_word(text[i - 1]))) {
       ++i;
       continue;
     }
     auto start = i;
     bool too_big = false;
     std::int64_t n = 0;
-    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
-      if (n > (std::numeric_limits<std::int64_t>::max() - 9) / 10)
+    for (; i < text.size() && is_digit(text[i]); ++i) {
+      auto digit = text[i] - '0';
+      if (n > (std::numeric_limits<std::int64_t>::max() - digit) / 10)
         too_big = true;
       else
-        n = n * 10 + (text[i] - '0');
+        n = n * 10 + digit;
     }
     for (const auto& u : units) {
       if (text.substr(i, u.name.size()) != u.name)

@@ -52,7 +52,7 @@ std::string_view expected_text(value_kind kind);
 
 /// The first duration in `text` (INI text or one flag's value) too large for CAF's timespan,
 /// which would wrap around to a wrong value when parsed ("100000000h"): its offset and its
-/// spelling. None when every duration fits.
+/// spelling. Quoted strings and `;` comments are skipped. None when every duration fits.
 struct overflowing_duration {
   std::size_t offset = 0;
   std::string spelling;

@@ -78,25 +78,12 @@ connection connection::open(const std::string& dsn, std::string_view application
   validate_dsn(dsn);
   // Defaults first, the DSN after them, so whatever the DSN sets wins. The timeouts and
   // keepalives make a dead server or a half-open connection an error within seconds instead of
-  // a call that blocks its actor (and a shutdown) for minutes. The statement timeout goes in
-  // the startup options, ahead of the DSN's own: RESET statement_timeout comes back to it.
+  // a call that blocks its actor (and a shutdown) for minutes.
   std::string app(application_name);
-  std::string startup;
-  if (statement_timeout.count() > 0)
-    startup = fmt::format("-c statement_timeout={}", statement_timeout.count());
-  if (auto own = dsn_option(dsn, "options"); own && !own->empty())
-    startup = startup.empty() ? *own : startup + " " + *own;
-  std::vector<const char*> keys = {
-    "application_name",    "connect_timeout",  "keepalives", "keepalives_idle",
-    "keepalives_interval", "keepalives_count", "dbname"};
-  std::vector<const char*> values = {app.c_str(), "10", "1", "30", "10", "3", dsn.c_str()};
-  if (!startup.empty()) {
-    keys.push_back("options");
-    values.push_back(startup.c_str());
-  }
-  keys.push_back(nullptr);
-  values.push_back(nullptr);
-  PGconn* c = PQconnectdbParams(keys.data(), values.data(), 1);
+  const char* keys[] = {"application_name",    "connect_timeout",  "keepalives", "keepalives_idle",
+                        "keepalives_interval", "keepalives_count", "dbname",     nullptr};
+  const char* values[] = {app.c_str(), "10", "1", "30", "10", "3", dsn.c_str(), nullptr};
+  PGconn* c = PQconnectdbParams(keys, values, 1);
   if (c == nullptr)
     throw error(errc::connection_lost, "cannot allocate a PostgreSQL connection");
   if (PQstatus(c) != CONNECTION_OK) {
@@ -108,6 +95,10 @@ connection connection::open(const std::string& dsn, std::string_view application
   connection out(c);
   // Custom plans always: a generic plan built while a table is empty can stay on a bad join.
   out.exec("SET plan_cache_mode = force_custom_plan", "session_setup");
+  // A SET after the start, not a startup option: connection poolers refuse startup options
+  // they do not know.
+  if (statement_timeout.count() > 0)
+    out.exec(fmt::format("SET statement_timeout = {}", statement_timeout.count()), "session_setup");
   return out;
 }
 

@@ -78,8 +78,7 @@ public:
   /// Opens a connection; throws troupe::error: invalid_argument for a DSN libpq cannot parse
   /// (troupe::validate_dsn), connection_lost naming the (redacted) target when the server
   /// cannot be reached. The server's notices go to the log at debug level. A positive
-  /// `statement_timeout` becomes the session's statement_timeout (any -c options of the DSN's
-  /// own `options` still apply after it); zero leaves the server's.
+  /// `statement_timeout` is SET as the session's statement_timeout; zero leaves the server's.
   static connection open(const std::string& dsn, std::string_view application_name,
                          std::chrono::milliseconds statement_timeout = {});
 

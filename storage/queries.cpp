@@ -128,20 +128,21 @@ std::int64_t vacuum_queue(connection& conn, const statement_set& stmts, std::int
   auto live = counts.int64(0, 1);
   if (dead < min_dead + live / 50)
     return -1;
-  // VACUUM and SET cannot be prepared: their texts come from the statement set, run as they are.
-  conn.exec(stmts.get(sql::vacuum_timeout).text, "vacuum_timeout");
+  // VACUUM cannot be prepared: its text comes from the statement set, run as it is. Around it
+  // the session's statement_timeout is 30 s, and then what it was.
+  auto before = std::string(conn.run(stmts.get(sql::vacuum_timeout), {}).text(0, 0));
   try {
     conn.exec(stmts.get(sql::vacuum_queue).text, "vacuum_queue");
   } catch (...) {
     try {
       if (conn.ok())
-        conn.exec(stmts.get(sql::vacuum_timeout_reset).text, "vacuum_timeout_reset");
+        conn.run(stmts.get(sql::vacuum_timeout_reset), {before});
     } catch (const error&) {
       // The vacuum's own error is the one to report.
     }
     throw;
   }
-  conn.exec(stmts.get(sql::vacuum_timeout_reset).text, "vacuum_timeout_reset");
+  conn.run(stmts.get(sql::vacuum_timeout_reset), {before});
   return dead;
 }
 

@@ -5,17 +5,60 @@
 #include <fmt/format.h>
 #include <spdlog/sinks/base_sink.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 
 namespace troupe {
 
+namespace {
+
+// The length of the valid UTF-8 sequence at `i` (1 for ASCII), or 0 when the bytes there are
+// not one.
+std::size_t utf8_length(std::string_view text, std::size_t i) {
+  auto c = static_cast<unsigned char>(text[i]);
+  std::size_t len = c < 0x80           ? 1
+                    : (c >> 5) == 0x6  ? 2
+                    : (c >> 4) == 0xe  ? 3
+                    : (c >> 3) == 0x1e ? 4
+                                       : 0;
+  if (len == 0 || i + len > text.size() || (len == 2 && c < 0xc2))
+    return 0;
+  for (std::size_t k = 1; k < len; ++k)
+    if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80)
+      return 0;
+  return len;
+}
+
+} // namespace
+
 std::string loggable(std::string_view text, std::size_t max) {
   std::string out;
   auto shown = std::min(text.size(), max);
   out.reserve(shown + 16);
-  for (std::size_t i = 0; i < shown; ++i) {
+  auto hex = [&](unsigned char c) { out += fmt::format("\\x{:02x}", c); };
+  std::size_t i = 0;
+  while (i < shown) {
     auto c = static_cast<unsigned char>(text[i]);
+    auto len = utf8_length(text, i);
+    if (len != 0 && i + len > shown)
+      break; // a character the bound cuts: left out whole
+    if (len == 0) {
+      hex(c); // not UTF-8
+      ++i;
+      continue;
+    }
+    if (len > 1) {
+      // The C1 controls (U+0080 to U+009F, such as CSI) drive terminals too.
+      if (len == 2 && c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0) {
+        hex(c);
+        hex(static_cast<unsigned char>(text[i + 1]));
+      } else {
+        out.append(text.substr(i, len));
+      }
+      i += len;
+      continue;
+    }
     switch (c) {
     case '\n':
       out += "\\n";
@@ -31,19 +74,14 @@ std::string loggable(std::string_view text, std::size_t max) {
       break;
     default:
       if (c < 0x20 || c == 0x7f)
-        out += fmt::format("\\x{:02x}", c);
+        hex(c);
       else
         out.push_back(static_cast<char>(c));
     }
+    ++i;
   }
-  if (shown < text.size()) {
-    // Not in the middle of a UTF-8 character.
-    while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xc0) == 0x80)
-      out.pop_back();
-    if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xc0)
-      out.pop_back();
+  if (shown < text.size())
     out += fmt::format("... ({} bytes in all)", text.size());
-  }
   return out;
 }
 

@@ -76,7 +76,10 @@ void validate(const node_options& o) {
   require_duration("node.dead-node-grace", o.dead_node_grace,
                    2 * defaults::listener_reconnect_backoff_max, 24h);
   require_duration("node.time-limit-grace", o.time_limit_grace, 0ms, 24h);
-  require_duration("node.statement-timeout", o.statement_timeout, 1s, 10min);
+  require(o.statement_timeout == 0ms || (o.statement_timeout >= 1s && o.statement_timeout <= 25s),
+          fmt::format("node.statement-timeout must be 0 (the server's own) or between 1s and 25s "
+                      "(under the 30s the node's actors wait for a claim), got {}",
+                      spelled(o.statement_timeout)));
   require(o.completion_batch_size >= 1 && o.completion_batch_size <= 10000,
           fmt::format("node.completion-batch-size must be between 1 and 10000, got {}",
                       o.completion_batch_size));

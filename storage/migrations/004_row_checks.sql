@@ -10,7 +10,8 @@
 -- marked failed with a failure record of type troupe::bad_row that names the column and its
 -- value, and the column is set to a value the rule allows (now() for a timestamp, the nearest
 -- bound for a count; a name is cut to its limit). Finished rows only get the value fixed.
--- The migration reads the whole queue table once, under the lock that adding a constraint takes.
+-- The migration reads the whole queue table twice (the quarantine, then the checks' validation),
+-- under the lock that adding a check takes, held from its start to its commit.
 DO $troupe$
 DECLARE
   fixed bigint;
@@ -20,6 +21,9 @@ BEGIN
                 AND conname = trim(BOTH '"' FROM '{{n:queue_eta_finite}}')) THEN
     RETURN; -- applied already (a script run again)
   END IF;
+  -- Nothing is written between the quarantine and the checks: the lock that adding a check
+  -- takes anyway, taken first.
+  LOCK TABLE {{t:queue}} IN ACCESS EXCLUSIVE MODE;
   WITH bad AS (
     SELECT q.message_id,
            concat_ws('; ',

@@ -211,14 +211,17 @@ SELECT (SELECT count(*) FROM back),
 -- name: committed_claims
 -- Of messages $2 (at attempts $3) that node $1 started from a claim whose commit is unknown (the
 -- connection broke while it ended), those the claim committed: running, owned by the node, at
--- that attempt. FOR UPDATE waits for the claim's transaction when it is still ending, and then
--- reads the rows as it left them.
+-- that attempt. $2 holds every message of the claim (started or not): FOR UPDATE waits for the
+-- claim's transaction when it is still ending, and then reads the rows as it left them. The
+-- lock is a materialized CTE, so that no condition on the rows' state is checked on the
+-- statement's snapshot (before the wait, where a row still being claimed reads as queued).
+WITH s AS MATERIALIZED (
+  SELECT q.message_id, q.state, q.owner_node, q.attempts
+    FROM {{t:queue}} q
+   WHERE q.message_id = ANY ($2::uuid[])
+     FOR UPDATE)
 SELECT s.message_id::text
-  FROM (SELECT q.message_id, q.state, q.owner_node, q.attempts
-          FROM {{t:queue}} q
-         WHERE q.message_id = ANY ($2::uuid[])
-           FOR UPDATE) s
-  JOIN unnest($2::uuid[], $3::integer[]) AS c(id, attempt) ON c.id = s.message_id
+  FROM s JOIN unnest($2::uuid[], $3::integer[]) AS c(id, attempt) ON c.id = s.message_id
  WHERE s.state = 'running' AND s.owner_node = $1 AND s.attempts = c.attempt
 
 -- name: queue_dead_rows
@@ -242,10 +245,11 @@ SELECT coalesce(s.n_dead_tup, 0), coalesce(s.n_live_tup, 0),
 VACUUM (INDEX_CLEANUP ON, TRUNCATE OFF, SKIP_LOCKED) {{t:queue}}
 
 -- name: vacuum_timeout
-SET statement_timeout = '30s'
+-- The session's statement_timeout before the vacuum's (a node sets one), to be restored after.
+SELECT current_setting('statement_timeout'), set_config('statement_timeout', '30s', false)
 
 -- name: vacuum_timeout_reset
-RESET statement_timeout
+SELECT set_config('statement_timeout', $1, false)
 
 -- name: queue_stats
 -- Per queue: counts per state, ready (queued and due), scheduled (queued, not yet due) and the

@@ -352,16 +352,22 @@ CAF_TEST(every duration has a range and too large ones are refused by key) {
   CHECK_ERROR_HAS(load_from_string("[node]\nshutdown-grace=25h\n"),
                   "node.shutdown-grace must be between 0ms and 24h, got 25h");
   CHECK_ERROR_HAS(load_from_string("[node]\nstatement-timeout=500ms\n"),
-                  "node.statement-timeout must be between 1s and 10min, got 500ms");
+                  "node.statement-timeout must be 0 (the server's own) or between 1s and 25s");
+  CHECK_ERROR_HAS(load_from_string("[node]\nstatement-timeout=1min\n"), "got 1min");
   CHECK_ERROR_HAS(load_from_string("[node]\njanitor-interval=2h\n"),
                   "node.janitor-interval must be between 100ms and 1h, got 2h");
   CHECK_ERROR_HAS(load_from_string("[node]\ntime-limit-grace=-1\n"),
                   "node.time-limit-grace must be between 0ms and 24h, got -1ms");
   CHECK_ERROR_HAS(load_from_string("[queues]\nq={poll-interval=2h}\n"),
                   "queues.q.poll-interval must be between 10ms and 1h, got 2h");
-  auto s = load_from_string("[node]\nshutdown-grace=24h\nstatement-timeout=10min\n");
+  auto s = load_from_string("[node]\nshutdown-grace=24h\nstatement-timeout=25s\n");
   CAF_CHECK_EQUAL(s.node.shutdown_grace, std::chrono::hours{24});
-  CAF_CHECK_EQUAL(s.node.statement_timeout, std::chrono::minutes{10});
+  CAF_CHECK_EQUAL(s.node.statement_timeout, std::chrono::seconds{25});
+  CAF_CHECK_EQUAL(load_from_string("[node]\nstatement-timeout=0\n").node.statement_timeout,
+                  std::chrono::milliseconds{0});
+  // Digits in strings and comments are not durations.
+  CAF_CHECK_EQUAL(load_from_string("[node]\nname=\"n-100000000h\" ; 99999999999999h\n").node.name,
+                  "n-100000000h");
 }
 
 CAF_TEST(a DSN password never appears in an error) {

@@ -276,6 +276,31 @@ CAF_TEST(after a lost claim only the outcomes of messages it committed are writt
   CAF_CHECK_EQUAL(written().outcomes[0].id, "b");
 }
 
+CAF_TEST(a stop while a lost claim is unresolved sends its held outcomes) {
+  db().script.push_back({claimed("a", 0), claimed("b", 0)});
+  auto c = start(2, 0);
+  sched.run();
+  for (auto* e : fakes.made)
+    CAF_REQUIRE(e->start(1));
+  report(c, 0, "a"); // held: the claim has not ended
+  sched.run();
+  // The claim's commit is lost; the stop comes before the recovery knows what it committed.
+  caf::anon_send(storage, caf::put_atom::value, std::int32_t{0},
+                 make_caf_error(errc::connection_lost, "gone"));
+  auto reply = std::make_shared<std::optional<consumer_report>>();
+  sys.spawn(ask_stop, c, reply);
+  sched.run();
+  report(c, 1, "b");
+  sched.run();
+  // Both outcomes reach the batcher, which writes them where the claim did commit.
+  std::vector<std::string> sent;
+  for (const auto& o : written().outcomes)
+    sent.push_back(o.id);
+  std::sort(sent.begin(), sent.end());
+  CAF_CHECK_EQUAL(sent, (ids{"a", "b"}));
+  CAF_CHECK(reply->has_value());
+}
+
 CAF_TEST(without the liveness lock nothing is claimed nor started until it is back) {
   db().script.push_back({claimed("a", 0), claimed("b", 0)});
   auto c = start(1, 1);
