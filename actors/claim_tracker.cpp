@@ -85,8 +85,10 @@ std::vector<storage::outcome>
 claim_tracker::resolve_uncertain(const std::vector<std::string>& committed,
                                  const std::vector<std::string>& running) {
   std::set<std::string> done(committed.begin(), committed.end());
+  std::set<std::string> finished; // held: settled here, never void
   std::vector<storage::outcome> send;
   for (auto& o : held_) {
+    finished.insert(o.id);
     if (done.contains(o.id))
       send.push_back(std::move(o));
     else
@@ -94,7 +96,7 @@ claim_tracker::resolve_uncertain(const std::vector<std::string>& committed,
   }
   held_.clear();
   for (const auto& id : running)
-    if (!done.contains(id))
+    if (!done.contains(id) && !finished.contains(id))
       void_.emplace(*uncertain_, id);
   uncertain_.reset();
   return send;

@@ -8,6 +8,7 @@
 #include "node_harness.hpp"
 #include "storage/connection.hpp"
 #include "storage/migrations.hpp"
+#include "storage/queries.hpp"
 #include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
@@ -267,4 +268,20 @@ CAF_TEST(a failure record is stored in a SQL_ASCII database whatever bytes it ho
     self->request(node, 30s, stop_atom_v).receive([](const node_report&) {}, [](caf::error&) {});
   }
   admin.exec("DROP DATABASE " + db + " WITH (FORCE)");
+}
+
+CAF_TEST(a node connection runs with its statement timeout and keeps it across a vacuum) {
+  testkit::scratch_area area;
+  auto conn = storage::connection::open(area.dsn(), "troupe-test", 1500ms);
+  CAF_CHECK_EQUAL(std::string(conn.exec("SHOW statement_timeout").text(0, 0)), "1500ms");
+  // The janitor's vacuum runs under 30 s of its own, then the session's setting is back.
+  CAF_CHECK(storage::vacuum_queue(conn, area.statements(), 0) >= 0);
+  CAF_CHECK_EQUAL(std::string(conn.exec("SHOW statement_timeout").text(0, 0)), "1500ms");
+  // A statement past it is cancelled.
+  try {
+    conn.exec("SELECT pg_sleep(3)");
+    CAF_FAIL("pg_sleep(3) was not cancelled");
+  } catch (const error& e) {
+    CAF_CHECK(has(e.what(), "statement timeout"));
+  }
 }

@@ -109,6 +109,7 @@ void socket_proxy::run() {
         continue;
       }
     }
+    auto polled = pairs_.size(); // the pairs fds[2...] watch; one accepted now waits its turn
     if (fds[1].revents & POLLIN) {
       int client = ::accept(listen_fd_, nullptr, nullptr);
       if (client >= 0) {
@@ -130,6 +131,10 @@ void socket_proxy::run() {
     std::vector<pair> kept;
     for (std::size_t i = 0; i < pairs_.size(); ++i) {
       auto& p = pairs_[i];
+      if (i >= polled) {
+        kept.push_back(p);
+        continue;
+      }
       bool alive = true;
       for (int side = 0; side < 2 && alive; ++side) {
         const auto& f = fds[2 + 2 * i + static_cast<std::size_t>(side)];
