@@ -2,8 +2,8 @@
 
 #include "troupe/error.hpp"
 
-// The DSN module is the one place outside storage/ that calls libpq: only its connection
-// string parser, which needs no server.
+// The rule of <troupe/dsn.hpp>, in storage because it calls libpq: only its connection string
+// parser, which needs no server.
 #include <libpq-fe.h>
 
 namespace troupe {
