@@ -2,6 +2,8 @@
 
 #include "troupe/error.hpp"
 
+#include "utf8.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/sinks/base_sink.h>
 
@@ -11,27 +13,6 @@
 
 namespace troupe {
 
-namespace {
-
-// The length of the valid UTF-8 sequence at `i` (1 for ASCII), or 0 when the bytes there are
-// not one.
-std::size_t utf8_length(std::string_view text, std::size_t i) {
-  auto c = static_cast<unsigned char>(text[i]);
-  std::size_t len = c < 0x80           ? 1
-                    : (c >> 5) == 0x6  ? 2
-                    : (c >> 4) == 0xe  ? 3
-                    : (c >> 3) == 0x1e ? 4
-                                       : 0;
-  if (len == 0 || i + len > text.size() || (len == 2 && c < 0xc2))
-    return 0;
-  for (std::size_t k = 1; k < len; ++k)
-    if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80)
-      return 0;
-  return len;
-}
-
-} // namespace
-
 std::string loggable(std::string_view text, std::size_t max) {
   std::string out;
   auto shown = std::min(text.size(), max);
@@ -40,7 +21,7 @@ std::string loggable(std::string_view text, std::size_t max) {
   std::size_t i = 0;
   while (i < shown) {
     auto c = static_cast<unsigned char>(text[i]);
-    auto len = utf8_length(text, i);
+    auto len = detail::utf8_sequence(text, i);
     if (len != 0 && i + len > shown)
       break; // a character the bound cuts: left out whole
     if (len == 0) {
