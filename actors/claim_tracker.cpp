@@ -7,6 +7,15 @@ namespace troupe::actors {
 
 using namespace std::chrono;
 
+namespace {
+
+// A backoff after one more failure: 100 ms, doubling up to 5 s.
+milliseconds grown(milliseconds backoff) {
+  return std::min(milliseconds{5000}, backoff.count() == 0 ? milliseconds{100} : backoff * 2);
+}
+
+} // namespace
+
 claim_tracker::claim_tracker(bool recover_first)
     : phase_(recover_first ? phase::must_recover : phase::idle) {}
 
@@ -131,8 +140,7 @@ std::int64_t claim_tracker::begin_probe() {
 }
 
 void claim_tracker::probe_failed(steady_clock::time_point now) noexcept {
-  probe_backoff_ = std::min(milliseconds{5000},
-                            probe_backoff_.count() == 0 ? milliseconds{100} : probe_backoff_ * 2);
+  probe_backoff_ = grown(probe_backoff_);
   probe_resume_at_ = now + probe_backoff_;
 }
 
@@ -170,7 +178,7 @@ milliseconds claim_tracker::held_off_for(steady_clock::time_point now) const noe
 }
 
 void claim_tracker::grow_backoff() noexcept {
-  backoff_ = std::min(milliseconds{5000}, backoff_.count() == 0 ? milliseconds{100} : backoff_ * 2);
+  backoff_ = grown(backoff_);
 }
 
 void claim_tracker::outcome_sent(bool retry) {
