@@ -126,6 +126,9 @@ public:
   /// `running` (still running) that it did not commit are void: their outcomes will be dropped.
   std::vector<storage::outcome> resolve_uncertain(const std::vector<std::string>& committed,
                                                   const std::vector<std::string>& running);
+  /// The attempt of message `id` delivered by claim `claim` is void: its delivery was taken
+  /// from the node (declared dead), and its outcome must be dropped.
+  void make_void(std::uint64_t claim, const std::string& id) { void_.emplace(claim, id); }
   /// Whether the outcome of message `id` delivered by claim `claim` is void (that claim never
   /// committed; a later claim may deliver the same message again); forgets it.
   bool take_void(std::uint64_t claim, const std::string& id);

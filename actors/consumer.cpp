@@ -28,8 +28,11 @@ void started(consumer_ptr self, std::size_t i) {
   auto& st = self->state;
   auto& s = (*st.slots)[i];
   auto limit = time_limit_of(*st.settings.registry, *s.running) + st.settings.time_limit_grace;
-  s.deadline = steady_clock::now() + limit;
+  s.started = steady_clock::now();
+  s.start_written = false;
+  s.deadline = s.started + limit;
   arm_limit_timer(self, i);
+  arm_starts_timer(self);
 }
 
 } // namespace
@@ -60,8 +63,8 @@ void schedule_wake(consumer_ptr self, milliseconds after) {
 // Hands ready messages to executors: one run() to each executor that gets any.
 void dispatch(consumer_ptr self) {
   auto& st = self->state;
-  if (!st.lock_held)
-    return; // nothing starts until the node has its liveness lock back
+  if (!may_start(st))
+    return; // nothing starts until the node has its liveness lock back, or while paused
   for (auto i : st.slots->assign(st.ready, !st.stopping))
     started(self, i);
   st.slots->flush();
@@ -80,6 +83,7 @@ void settle(consumer_ptr self, std::size_t i, storage::outcome out) {
   auto& st = self->state;
   auto claim = st.slots->finish_running(i).claim;
   ++st.executed;
+  st.cancels->forget(out.id);
   if (st.claims.rolled_back(claim)) {
     log().info("dropping the outcome of message {}: its claim was rolled back queue={}", out.id,
                st.settings.queue.name);
@@ -115,6 +119,7 @@ void abandon_attempt(consumer_ptr self, std::size_t i) {
                st.settings.queue.name, s.running->id, s.running->task, s.running->attempt, reason);
     auto out = lost_attempt(*st.settings.registry, *s.running, st.settings.queue.name,
                             "troupe::time_limit_abandoned", reason);
+    out.ran_ms = duration_cast<milliseconds>(steady_clock::now() - s.started).count();
     settle(self, i, std::move(out));
     // The gate said the executor had also started messages queued behind (the task did
     // return, but its report came after the timer): their reports are dropped with the
@@ -140,10 +145,10 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
   st.settings = std::move(settings);
   st.claims = claim_tracker(st.settings.recover_on_start);
   st.lock_held = st.settings.lock_held;
-  auto factory =
-    st.settings.executors
-      ? st.settings.executors(st.stopping_flag)
-      : thread_executors({st.settings.registry, st.settings.queue.name, st.stopping_flag});
+  auto factory = st.settings.executors
+                   ? st.settings.executors(st.stopping_flag)
+                   : thread_executors({st.settings.registry, st.settings.queue.name,
+                                       st.stopping_flag, st.cancels});
   auto me = caf::actor_cast<consumer_actor>(self);
   st.slots.emplace(static_cast<std::size_t>(st.settings.queue.concurrency),
                    [factory, me](std::shared_ptr<std::atomic<std::uint64_t>> gate,
@@ -202,6 +207,14 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
         s.slots->take_back_all(s.ready);
         return;
       }
+      if (reaped) {
+        // Every attempt running now was of a delivery the janitor took back: their rows went
+        // back to their queues, so their outcomes are void (a later claim of this node may
+        // deliver the same message with the same attempt number).
+        for (std::size_t k = 0; k < s.slots->size(); ++k)
+          if (const auto& r = (*s.slots)[k].running)
+            s.claims.make_void(r->claim, r->id);
+      }
       if (reaped && !s.ready.empty()) {
         // The node was declared dead: its prefetched messages went back to their queues (and
         // may run elsewhere by now); they are no longer this node's. Those of a claim still
@@ -251,6 +264,12 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
       s.slots->take_back_all(s.ready); // sent but not started: handed back with the rest
       release_ready(self);             // with a claim in flight, once it ends
       return rp;
+    },
+    [=](pause_atom, bool paused) { on_pause(self, paused); },
+    [=](cancels_atom, const std::vector<std::string>& ids) { on_cancels(self, ids); },
+    [=](starts_atom) {
+      self->state.starts_timer = false;
+      write_starts(self);
     },
     [=](status_atom) { return self->state.report(); },
     [=](poll_atom) {

@@ -58,8 +58,8 @@ void on_claimed(consumer_ptr self, std::int32_t eta_below, std::int64_t generati
   send_held_outcomes(self);
   for (auto& m : res.messages)
     st.ready.push(std::move(m));
-  if (st.stopping) {
-    release_ready(self); // the claim was in flight when the stop came: these go back too
+  if (st.stopping || st.paused) {
+    release_ready(self); // the claim was in flight when the stop or pause came: these go back
     return;
   }
   dispatch(self);
@@ -201,7 +201,7 @@ void on_locked(consumer_ptr self, std::uint64_t claim,
     m.claim = claim;
     st.ready.push(std::move(m));
   }
-  if (!st.stopping) // else they are handed back once the claim is written
+  if (!st.stopping) // else they are handed back once the claim is written (also when paused)
     dispatch(self);
 }
 
@@ -209,6 +209,8 @@ void maybe_claim(consumer_ptr self) {
   auto& st = self->state;
   if (st.stopping || !st.lock_held)
     return; // without the liveness lock, nothing is claimed (and no recovery runs)
+  if (st.paused && st.claims.state() != claim_tracker::phase::must_recover)
+    return; // a paused queue gives nothing anyway: no claim asks
   // After a failure, nothing begins before the backoff has passed, whatever woke the consumer;
   // a wake is due when it has.
   if (auto wait = st.claims.held_off_for(steady_clock::now()); wait.count() > 0) {
@@ -225,13 +227,16 @@ void maybe_claim(consumer_ptr self) {
   // The claim also asks when the next delayed message is due if it leaves an executor idle.
   // With every executor busy it does not, so that its reply (every message's start) does not
   // wait for that; if it comes back short, the eta probe asks instead (maybe_probe_eta).
-  auto idle = std::max<std::int32_t>(1, st.settings.queue.concurrency - st.slots->running() -
-                                          static_cast<std::int32_t>(st.ready.size()));
+  auto free_executors = st.settings.queue.concurrency - st.slots->running() -
+                        static_cast<std::int32_t>(st.ready.size());
+  auto idle = std::max<std::int32_t>(1, free_executors);
+  // Those start the moment they come, unless the node cannot start anything now.
+  auto starting = may_start(st) ? std::max<std::int32_t>(0, free_executors) : 0;
   auto generation = st.claims.generation();
   auto claim = st.claims.begin(rows);
   self
     ->request(st.settings.storage, seconds(30), claim_atom_v, st.settings.queue.name,
-              st.settings.node_id, rows, idle, claim)
+              st.settings.node_id, rows, idle, starting, claim)
     .then([=](storage::claim_result& res) { on_claimed(self, idle, generation, res); },
           [=](caf::error& err) { on_claim_failed(self, err); });
 }

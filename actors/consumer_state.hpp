@@ -21,7 +21,11 @@ struct consumer_state {
   ready_queue ready;                   // claimed, not handed to an executor
   claim_tracker claims;
   bool stopping = false;
-  bool lock_held = true; // the node holds its liveness lock: claims and starts are allowed
+  bool lock_held = true;     // the node holds its liveness lock: claims and starts are allowed
+  bool paused = false;       // the queue is paused: nothing is claimed or started
+  bool starts_timer = false; // a starts_atom is on its way
+  // The cancel requests its executors' tasks read.
+  std::shared_ptr<cancel_board> cancels = std::make_shared<cancel_board>();
   // The messages of a claim whose commit is unknown that never started: the recovery locks
   // them too, so that it waits for that claim's transaction to end.
   std::vector<storage::claimed_message> uncertain_unstarted;
@@ -62,10 +66,20 @@ using consumer_ptr = consumer_actor::stateful_pointer<consumer_state>;
 
 // consumer.cpp
 bool idle_now(const consumer_state& st);
+/// Whether messages may start now: the node holds its lock and the queue is not paused.
+inline bool may_start(const consumer_state& st) {
+  return st.lock_held && !st.paused;
+}
 void finish_stop_if_idle(consumer_ptr self);
 void schedule_wake(consumer_ptr self, std::chrono::milliseconds after);
 void dispatch(consumer_ptr self);
 void send_outcome(consumer_ptr self, storage::outcome out);
+
+// consumer_operations.cpp
+void on_pause(consumer_ptr self, bool paused);
+void on_cancels(consumer_ptr self, const std::vector<std::string>& ids);
+void write_starts(consumer_ptr self);
+void arm_starts_timer(consumer_ptr self);
 
 // consumer_claims.cpp
 void maybe_claim(consumer_ptr self);

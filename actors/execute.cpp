@@ -173,11 +173,16 @@ storage::outcome lost_attempt(const task_registry& registry, const storage::clai
   return to_outcome(a);
 }
 
-storage::outcome execute(const task_registry& registry, const storage::claimed_message& msg,
-                         const std::string& queue, const std::atomic<bool>* shutting_down) {
+namespace {
+
+storage::outcome execute_attempt(const task_registry& registry, const storage::claimed_message& msg,
+                                 const std::string& queue, const std::atomic<bool>* shutting_down,
+                                 const std::atomic<bool>* cancelled,
+                                 std::chrono::steady_clock::time_point began) {
   auto ctx = context_of(msg, queue);
-  ctx.deadline = std::chrono::steady_clock::now() + time_limit_of(registry, msg);
+  ctx.deadline = began + time_limit_of(registry, msg);
   ctx.shutting_down = shutting_down;
+  ctx.cancel_flag = cancelled;
   attempt a{ctx};
   a.task = registry.find(msg.task);
   a.registry = &registry;
@@ -229,6 +234,19 @@ storage::outcome execute(const task_registry& registry, const storage::claimed_m
   run_hooks(std::vector<middleware_ptr>(stack.rbegin(), stack.rend()), a,
             [](middleware& m, attempt& x) { m.after_process(x); });
   return to_outcome(a);
+}
+
+} // namespace
+
+storage::outcome execute(const task_registry& registry, const storage::claimed_message& msg,
+                         const std::string& queue, const std::atomic<bool>* shutting_down,
+                         const std::atomic<bool>* cancelled) {
+  auto began = std::chrono::steady_clock::now();
+  auto out = execute_attempt(registry, msg, queue, shutting_down, cancelled, began);
+  out.ran_ms =
+    std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began)
+      .count();
+  return out;
 }
 
 } // namespace troupe::actors

@@ -52,7 +52,11 @@ void run_loop(const std::shared_ptr<shared_state>& s) {
     const auto& msg = next.first;
     s->running_task = true;
     // execute() catches everything the task throws: no exception ever leaves it.
-    auto out = execute(*s->context.registry, msg, s->context.queue, s->context.stopping.get());
+    auto cancel = s->context.cancels ? s->context.cancels->enter(msg.id) : cancel_board::flag{};
+    auto out =
+      execute(*s->context.registry, msg, s->context.queue, s->context.stopping.get(), cancel.get());
+    if (s->context.cancels)
+      s->context.cancels->leave(msg.id);
     s->running_task = false;
     std::lock_guard guard{s->report_mutex};
     if (!s->report)

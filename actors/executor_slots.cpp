@@ -42,6 +42,16 @@ std::vector<storage::claimed_message> ready_queue::take_all() {
   return out;
 }
 
+std::optional<storage::claimed_message> ready_queue::take(const std::string& id) {
+  for (auto i = by_start_.begin(); i != by_start_.end(); ++i)
+    if (i->id == id) {
+      auto m = *i;
+      by_start_.erase(i);
+      return m;
+    }
+  return std::nullopt;
+}
+
 void ready_queue::ids(std::vector<std::string>& out) const {
   for (const auto& m : by_start_)
     out.push_back(m.id);

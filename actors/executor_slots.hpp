@@ -35,6 +35,8 @@ public:
   std::vector<storage::claimed_message> take_claim(std::uint64_t claim);
   /// Every message, in start order, leaving the queue empty.
   std::vector<storage::claimed_message> take_all();
+  /// Removes message `id` and returns it, if it is here.
+  std::optional<storage::claimed_message> take(const std::string& id);
   /// Every message's id.
   void ids(std::vector<std::string>& out) const;
 
@@ -78,6 +80,9 @@ public:
     std::uint64_t outbox_first = 0; // the ticket of the outbox's first message
     // When the running attempt is abandoned: its time limit plus the grace.
     std::chrono::steady_clock::time_point deadline;
+    // When the running attempt started, and whether its start was written to its row.
+    std::chrono::steady_clock::time_point started;
+    bool start_written = false;
     // When this slot's pending limit timer fires, if one is pending: one timer per slot, not
     // one per attempt (a delayed message cannot be cancelled in CAF 0.17).
     std::optional<std::chrono::steady_clock::time_point> timer_due;

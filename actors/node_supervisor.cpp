@@ -311,6 +311,22 @@ node_supervisor_actor::behavior_type supervisor_impl(supervisor_ptr self, node_o
       for (auto* c : s.consumers())
         self->send(caf::actor_cast<consumer_actor>(c->handle), liveness_atom_v, held, reaped);
     },
+    [=](control_atom, const std::vector<std::string>& paused,
+        const std::vector<std::string>& cancel_queues, const std::vector<std::string>& cancel_ids) {
+      // Every consumer hears whether its queue is paused at every poll (a replacement consumer
+      // too), and of the cancels of its own queue's messages.
+      for (auto* c : self->state.consumers()) {
+        auto consumer = caf::actor_cast<consumer_actor>(c->handle);
+        bool is_paused = std::find(paused.begin(), paused.end(), c->queue) != paused.end();
+        self->send(consumer, pause_atom_v, is_paused);
+        std::vector<std::string> ids;
+        for (std::size_t i = 0; i < cancel_ids.size() && i < cancel_queues.size(); ++i)
+          if (cancel_queues[i] == c->queue)
+            ids.push_back(cancel_ids[i]);
+        if (!ids.empty())
+          self->send(consumer, cancels_atom_v, std::move(ids));
+      }
+    },
     [=](wake_atom, const std::string& queue) {
       auto& s = self->state;
       if (s.stopping)

@@ -2,6 +2,7 @@
 
 #include "storage/connection.hpp"
 #include "storage/naming.hpp"
+#include "storage/operations.hpp"
 #include "storage/queries.hpp"
 #include "troupe/log.hpp"
 
@@ -23,8 +24,33 @@ using namespace std::chrono;
 // How long one poll of the socket may block before the mailbox is looked at again: the upper
 // bound on how late a shutdown is noticed. Notifications wake the poll at once.
 constexpr milliseconds mailbox_check{50};
-// How often the listener checks that its session still holds the node's liveness lock.
+// How often the listener checks that its session still holds the node's liveness lock, and
+// polls what the node must honour (paused queues, cancel requests).
 constexpr milliseconds lock_check{1000};
+
+// The control poll (areas from migration 5 on): tells the node which of its queues are paused
+// and which of its messages had their cancel requested. A failure other than a lost connection
+// is logged and the next poll tries again; a lost connection is the caller's to handle.
+void poll_control(caf::blocking_actor* self, const listener_settings& s, storage::connection& conn,
+                  std::int32_t node_id) {
+  const auto& stmts = *s.statements;
+  if (stmts.version() < 5 || node_id == 0)
+    return;
+  try {
+    auto state = storage::control_poll(conn, stmts, node_id, s.identity.queues);
+    std::vector<std::string> queues;
+    std::vector<std::string> ids;
+    for (auto& [q, id] : state.cancels) {
+      queues.push_back(std::move(q));
+      ids.push_back(std::move(id));
+    }
+    self->send(s.node, control_atom_v, std::move(state.paused), std::move(queues), std::move(ids));
+  } catch (const error& e) {
+    if (e.code() == errc::connection_lost)
+      throw;
+    log().warn("control poll failed node={}: {}", node_id, e.what());
+  }
+}
 
 void run_listener(caf::blocking_actor* self, listener_settings s) {
   const auto& stmts = *s.statements;
@@ -78,7 +104,13 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
           node_id = storage::register_node(*conn, stmts, s.identity);
           log().info("node registered node={} name={} channel={}", node_id, s.identity.name,
                      storage::wake_channel(stmts.where()));
+          if (stmts.version() < 5)
+            log().warn("area (schema \"{}\", prefix \"{}\") is at schema version {}: pausing "
+                       "queues and cancelling messages need version 5 (run `troupe upgrade`); "
+                       "this node runs without them",
+                       stmts.where().schema, stmts.where().prefix, stmts.version());
           self->send(s.node, registered_atom_v, node_id);
+          poll_control(self, s, *conn, node_id);
         } else {
           bool reaped = storage::reregister_node(*conn, stmts, s.identity, node_id);
           if (reaped)
@@ -91,6 +123,7 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
           // marked the lock lost when an earlier listener died.
           lock_held = true;
           self->send(s.node, liveness_atom_v, true, reaped);
+          poll_control(self, s, *conn, node_id); // a pause may have come while it was away
           self->send(s.node, wake_atom_v, std::string{});
         }
         backoff = milliseconds{0};
@@ -106,10 +139,13 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
       }
     }
     try {
+      bool control = false; // a pause, resume or cancel was announced: poll now
       for (auto& n : conn->wait_for_notifications(mailbox_check)) {
         std::string queue;
         if (parse_wake_payload(n.payload, queue))
           self->send(s.node, wake_atom_v, std::move(queue));
+        else if (n.payload.starts_with("!"))
+          control = true;
         else
           log().debug("ignored a malformed notification on {}: {}", n.channel, loggable(n.payload));
       }
@@ -121,7 +157,10 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
           lock_lost("its session no longer holds it");
           continue;
         }
+        control = true;
       }
+      if (control)
+        poll_control(self, s, *conn, node_id);
     } catch (const error& e) {
       log().warn("listener connection lost node={}: {}", node_id, e.what());
       lock_lost(e.what());

@@ -24,6 +24,7 @@ CAF_ADD_ATOM(troupe_internal, troupe::actors, recover_atom, "recover")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, reap_atom, "reap")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, vacuum_atom, "vacuum")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, stats_atom, "stats")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, mark_started_atom, "markstart")
 // Reports between the node's actors.
 CAF_ADD_ATOM(troupe_internal, troupe::actors, locked_atom, "locked")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, executed_atom, "executed")
@@ -32,11 +33,15 @@ CAF_ADD_ATOM(troupe_internal, troupe::actors, flush_atom, "flush")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, wake_atom, "wake")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, registered_atom, "registered")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, liveness_atom, "liveness")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, control_atom, "control")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, pause_atom, "pause")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, cancels_atom, "cancels")
 // Timers.
 CAF_ADD_ATOM(troupe_internal, troupe::actors, poll_atom, "poll")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, eta_atom, "eta")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, limit_atom, "limit")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, deadline_atom, "deadline")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, starts_atom, "starts")
 CAF_END_TYPE_ID_BLOCK(troupe_internal)
 
 static_assert(caf::id_block::troupe_internal::end <= troupe::first_application_type_id,
@@ -53,7 +58,12 @@ typename Inspector::result_type inspect(Inspector& f, claimed_message& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, outcome& x) {
   return f(caf::meta::type_name("outcome"), x.id, x.attempt, x.state, x.result_json, x.error_json,
-           x.retry_delay_ms, x.follow_ups);
+           x.retry_delay_ms, x.ran_ms, x.follow_ups);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, started_attempt& x) {
+  return f(caf::meta::type_name("started_attempt"), x.id, x.attempt, x.elapsed_ms);
 }
 
 template <class Inspector>
@@ -110,8 +120,9 @@ using storage_actor = storage_pool_actor::extend<
   // gets `(locked_atom, claim, messages)` (its claim's number, and the messages) as soon as
   // their rows are locked, then the reply once they are marked running and committed, holding
   // no messages; when fewer than `eta_below` came, the reply also says when the next delayed
-  // message is due (storage::claim_batch_early)
-  caf::replies_to<claim_atom, std::string, std::int32_t, std::int32_t, std::int32_t,
+  // message is due; the first `starting` start at once on idle executors, and their start is
+  // written with the claim (storage::claim_batch_early)
+  caf::replies_to<claim_atom, std::string, std::int32_t, std::int32_t, std::int32_t, std::int32_t,
                   std::uint64_t>::with<storage::claim_result>,
   // milliseconds until the next delayed message of `queue` is due, -1 when none is known
   caf::replies_to<next_eta_atom, std::string>::with<std::int64_t>,
@@ -132,7 +143,11 @@ using storage_actor = storage_pool_actor::extend<
   // live rows); replies with the dead versions counted when it did, -1 when it did not
   caf::replies_to<vacuum_atom, std::int64_t>::with<std::int64_t>,
   // statistics of one queue, or of all when the name is empty
-  caf::replies_to<stats_atom, std::string>::with<std::vector<queue_stats>>>;
+  caf::replies_to<stats_atom, std::string>::with<std::vector<queue_stats>>,
+  // writes the starts of attempts of node `node_id` that still run (storage::mark_started);
+  // replies with how many rows took it
+  caf::replies_to<mark_started_atom, std::int32_t,
+                  std::vector<storage::started_attempt>>::with<std::int64_t>>;
 
 /// Claims and dispatches the messages of one queue on this node; the only owner of its
 /// in-flight set (actors/consumer.hpp).
@@ -149,12 +164,20 @@ using consumer_actor = caf::typed_actor<
   // declared dead meanwhile (its messages recovered): without the lock, nothing is claimed
   // and nothing starts
   caf::reacts_to<liveness_atom, bool, bool>,
+  // whether the queue is paused: while it is, nothing is claimed or started, and prefetched
+  // messages go back to the queue
+  caf::reacts_to<pause_atom, bool>,
+  // these messages (ids) had their cancel requested: one not started is cancelled and never
+  // starts; a running one's task is told
+  caf::reacts_to<cancels_atom, std::vector<std::string>>,
   // stop claiming, hand back prefetched messages, reply once nothing runs
   caf::replies_to<stop_atom>::with<consumer_report>,
   caf::replies_to<status_atom>::with<consumer_report>,
   // its own timers: the jittered poll, the wake at the next delayed message's eta, and the
-  // end of the time limit plus grace of the attempt running in a slot
-  caf::reacts_to<poll_atom>, caf::reacts_to<eta_atom>, caf::reacts_to<limit_atom, std::int32_t>>;
+  // end of the time limit plus grace of the attempt running in a slot, and the second after
+  // which the starts of attempts still running are written
+  caf::reacts_to<poll_atom>, caf::reacts_to<eta_atom>, caf::reacts_to<limit_atom, std::int32_t>,
+  caf::reacts_to<starts_atom>>;
 
 /// Collects outcomes and writes them in one statement per flush. Tells each sender how many of
 /// its outcomes were settled, with `(settled_atom, count)`, after every write.
@@ -182,6 +205,10 @@ using node_supervisor_actor = node_actor::extend<
   // the listener lost the node's liveness lock (false), or has it back (true; and whether the
   // node had been declared dead meanwhile)
   caf::reacts_to<liveness_atom, bool, bool>,
+  // the control poll: the node's paused queues, and the messages it holds whose cancel was
+  // requested (their queues and ids, in parallel)
+  caf::reacts_to<control_atom, std::vector<std::string>, std::vector<std::string>,
+                 std::vector<std::string>>,
   // its own timer: the deadline for the listener to deregister during a stop
   caf::reacts_to<deadline_atom>>;
 

@@ -2,6 +2,7 @@
 
 #include "runtime/src/publish_plan.hpp"
 #include "storage/connection.hpp"
+#include "storage/operations.hpp"
 #include "storage/queries.hpp"
 #include "troupe/dsn.hpp"
 #include "troupe/log.hpp"
@@ -83,7 +84,7 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
   const auto& stmts = *st.settings.statements;
   return {
     [=, &st, &stmts](claim_atom, const std::string& queue, std::int32_t node, std::int32_t limit,
-                     std::int32_t eta_below,
+                     std::int32_t eta_below, std::int32_t starting,
                      std::uint64_t claim) -> caf::result<storage::claim_result> {
       // The locked messages go to the requester before the reply, from the same actor and into
       // the same (normal priority) queue of its mailbox, so they arrive first. A high-priority
@@ -93,7 +94,8 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
         self->send(to, locked_atom_v, claim, std::move(locked));
       };
       return st.guarded([&](storage::connection& c) {
-        return storage::claim_batch_early(c, stmts, queue, node, limit, eta_below, hand_out);
+        return storage::claim_batch_early(c, stmts, queue, node, limit, eta_below, starting,
+                                          hand_out);
       });
     },
     [=, &st, &stmts](next_eta_atom, const std::string& queue) -> caf::result<std::int64_t> {
@@ -150,6 +152,12 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
       return st.guarded([&](storage::connection& c) {
         return storage::queue_statistics(c, stmts, queue.empty() ? nullptr : &queue);
       });
+    },
+    [=, &st,
+     &stmts](mark_started_atom, std::int32_t node,
+             const std::vector<storage::started_attempt>& started) -> caf::result<std::int64_t> {
+      return st.guarded(
+        [&](storage::connection& c) { return storage::mark_started(c, stmts, node, started); });
     },
   };
 }
@@ -212,9 +220,9 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
   self->set_default_handler(caf::print_and_drop);
   return {
     [=](claim_atom a, std::string& q, std::int32_t n, std::int32_t l, std::int32_t e,
-        std::uint64_t claim) {
+        std::int32_t starting, std::uint64_t claim) {
       auto& member = self->state.pick_for(q);
-      return self->delegate(member, a, std::move(q), n, l, e, claim);
+      return self->delegate(member, a, std::move(q), n, l, e, starting, claim);
     },
     [=](next_eta_atom a, std::string& q) {
       auto& member = self->state.pick_for(q);
@@ -242,6 +250,9 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
     },
     [=](stats_atom a, std::string& q) {
       return self->delegate(self->state.pick(), a, std::move(q));
+    },
+    [=](mark_started_atom a, std::int32_t n, std::vector<storage::started_attempt>& started) {
+      return self->delegate(self->state.pick(), a, n, std::move(started));
     },
   };
 }

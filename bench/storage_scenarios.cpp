@@ -246,7 +246,7 @@ claim_phase time_claims(storage::connection& conn, const storage::statement_set&
   for (std::int64_t i = 0; i < claims; ++i) {
     auto t0 = clock_type::now();
     std::size_t got = 0;
-    storage::claim_batch_early(conn, stmts, noop.queue(), 1, 1, 1,
+    storage::claim_batch_early(conn, stmts, noop.queue(), 1, 1, 1, 1,
                                [&](std::vector<storage::claimed_message> m) { got = m.size(); });
     p.latencies_ms.push_back(ms_between(t0, clock_type::now()));
     if (got != 1)

@@ -3,6 +3,7 @@
 #include "troupe/admin.hpp"
 #include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
+#include "troupe/message.hpp"
 
 #include <charconv>
 #include <cstddef>
@@ -192,6 +193,114 @@ void parse_sql_options(argument_cursor& cur, command_line& cl) {
   cl.from_version = *from;
 }
 
+std::int32_t parse_limit(std::string_view text, std::string_view option) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < 1 ||
+      value > 1000)
+    throw usage_error("option " + std::string(option) + " needs an integer from 1 to 1000, got \"" +
+                      echo(text) + "\"");
+  return value;
+}
+
+std::string parse_message_id(std::string_view text, std::string_view what) {
+  std::string canonical;
+  if (!parse_uuid(text, canonical))
+    throw usage_error(std::string(what) + " \"" + echo(text) + "\" is not a message id (a UUID)");
+  return canonical;
+}
+
+/// The verbs of the operations: one positional argument (a queue or a message id, required or
+/// optional) and the options each takes.
+struct operation_syntax {
+  std::string_view name;
+  verb what;
+  enum class positional { none, queue, message_id } target;
+  bool target_required;
+  bool filter;  // --queue, --task (and --state for cancel): instead of the target
+  bool states;  // --state
+  bool paging;  // --limit, --after
+  bool payload; // --payload
+};
+
+constexpr operation_syntax operation_verbs[] = {
+  {"pause", verb::pause, operation_syntax::positional::queue, true, false, false, false, false},
+  {"resume", verb::resume, operation_syntax::positional::queue, true, false, false, false, false},
+  {"queue-status", verb::queue_status, operation_syntax::positional::queue, false, false, false,
+   false, false},
+  {"cancel", verb::cancel, operation_syntax::positional::message_id, false, true, true, false,
+   false},
+  {"cancel-status", verb::cancel_status, operation_syntax::positional::message_id, true, false,
+   false, false, false},
+  {"failed list", verb::failed_list, operation_syntax::positional::none, false, true, false, true,
+   false},
+  {"failed show", verb::failed_show, operation_syntax::positional::message_id, true, false, false,
+   false, true},
+  {"retry", verb::retry, operation_syntax::positional::message_id, false, true, false, false,
+   false},
+};
+
+void parse_operation(argument_cursor& cur, command_line& cl, const operation_syntax& syn) {
+  cl.what = syn.what;
+  std::string name(syn.name);
+  bool has_target = false;
+  while (!cur.done()) {
+    auto arg = cur.next();
+    if (!is_option(arg)) {
+      if (has_target || syn.target == operation_syntax::positional::none)
+        unexpected_argument(arg, name);
+      has_target = true;
+      if (syn.target == operation_syntax::positional::queue) {
+        cl.target = std::string(arg);
+        validate([&] { validate_queue_name(cl.target); });
+      } else {
+        cl.target = parse_message_id(arg, "argument");
+      }
+      continue;
+    }
+    auto opt = split_option(arg);
+    if (is_help(opt.name)) {
+      cl.what = verb::help;
+      return;
+    }
+    if (syn.filter && opt.name == "--queue") {
+      std::string queue(cur.value_of(opt));
+      validate([&] { validate_queue_name(queue); });
+      cl.filter.queue = std::move(queue);
+    } else if (syn.filter && opt.name == "--task") {
+      auto task = std::string(cur.value_of(opt));
+      if (task.empty())
+        throw usage_error("option --task needs a task name");
+      cl.filter.task = std::move(task);
+    } else if (syn.states && opt.name == "--state") {
+      auto state = std::string(cur.value_of(opt));
+      if (state != "queued" && state != "running")
+        throw usage_error("option --state is \"" + echo(state) +
+                          "\": it must be queued or running (repeat it for both)");
+      cl.filter.states.push_back(std::move(state));
+    } else if (syn.paging && opt.name == "--limit") {
+      cl.limit = parse_limit(cur.value_of(opt), opt.name);
+    } else if (syn.paging && opt.name == "--after") {
+      cl.after = parse_message_id(cur.value_of(opt), "option --after");
+    } else if (syn.payload && opt.name == "--payload") {
+      reject_value(opt);
+      cl.payload = true;
+    } else {
+      unknown_option(opt, name);
+    }
+  }
+  bool filtered = cl.filter.queue || cl.filter.task || !cl.filter.states.empty();
+  if (has_target && filtered && syn.what != verb::failed_list)
+    throw usage_error(name + " takes a message id or filter options (--queue, --task), not both");
+  if (syn.target_required && !has_target)
+    throw usage_error(
+      name + " needs " +
+      (syn.target == operation_syntax::positional::queue ? "a queue name" : "a message id"));
+  if ((syn.what == verb::cancel || syn.what == verb::retry) && !has_target && !cl.filter.queue &&
+      !cl.filter.task)
+    throw usage_error(name + " needs a message id, or --queue and/or --task to choose many");
+}
+
 } // namespace
 
 command_line parse_command_line(const std::vector<std::string_view>& args, const char* env_dsn) {
@@ -237,12 +346,25 @@ command_line parse_command_line(const std::vector<std::string_view>& args, const
     cl.what = verb::stats;
     parse_stats_options(cur, cl);
   } else {
-    throw usage_error("unknown verb " + echo(verb_name));
+    std::string name(verb_name);
+    if (verb_name == "failed") {
+      if (cur.done() || (cur.peek() != "list" && cur.peek() != "show"))
+        throw usage_error("failed needs list or show: troupe failed list, troupe failed show ID");
+      name += " " + std::string(cur.next());
+    }
+    const operation_syntax* syn = nullptr;
+    for (const auto& o : operation_verbs)
+      if (o.name == name)
+        syn = &o;
+    if (!syn)
+      throw usage_error("unknown verb " + echo(verb_name));
+    parse_operation(cur, cl, *syn);
   }
   // Before any connection, but after the verb: `troupe --schema X help` still helps.
   if (cl.what != verb::help && cl.what != verb::version)
     validate([&] { validate_area(cl.where); });
-  if (cl.what == verb::init || cl.what == verb::upgrade || cl.what == verb::stats)
+  if (cl.what != verb::help && cl.what != verb::version && cl.what != verb::sql_init &&
+      cl.what != verb::sql_upgrade)
     check_dsn_syntax(cl.dsn);
   return cl;
 }

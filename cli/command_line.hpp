@@ -3,6 +3,7 @@
 // no CAF.
 #pragma once
 
+#include "troupe/admin_records.hpp"
 #include "troupe/area.hpp"
 
 #include <optional>
@@ -21,13 +22,21 @@ public:
 
 /// What the user asked for.
 enum class verb {
-  help,        ///< print the usage text
-  version,     ///< print Troupe's version
-  init,        ///< create the area (apply every migration)
-  upgrade,     ///< apply the migrations an initialized area lacks
-  sql_init,    ///< print the SQL that creates the area
-  sql_upgrade, ///< print the SQL that upgrades the area from `from_version`
-  stats,       ///< per-queue counts
+  help,          ///< print the usage text
+  version,       ///< print Troupe's version
+  init,          ///< create the area (apply every migration)
+  upgrade,       ///< apply the migrations an initialized area lacks
+  sql_init,      ///< print the SQL that creates the area
+  sql_upgrade,   ///< print the SQL that upgrades the area from `from_version`
+  stats,         ///< per-queue counts
+  pause,         ///< pause `target` (a queue)
+  resume,        ///< resume `target` (a queue)
+  queue_status,  ///< whether `target` (or every known queue) is paused
+  cancel,        ///< cancel `target` (a message id), or what `filter` matches
+  cancel_status, ///< `target`'s state and whether its cancel was requested
+  failed_list,   ///< a page of failed messages
+  failed_show,   ///< one failed message (`payload`: with its arguments and options)
+  retry,         ///< retry failed message `target`, or what `filter` matches
 };
 
 /// One parsed and validated command line.
@@ -43,6 +52,15 @@ struct command_line {
   std::optional<std::string> queue;
   /// `--from` of `sql upgrade`.
   int from_version = 0;
+  /// The queue or message id the verb names (pause, cancel, ...); empty when it names none.
+  std::string target;
+  /// `--queue`, `--task`, `--state` of cancel, retry and failed list (validated).
+  message_filter filter;
+  /// `--limit` and `--after` of failed list.
+  std::int32_t limit = 50;
+  std::optional<std::string> after;
+  /// `--payload` of failed show.
+  bool payload = false;
 };
 
 /// Parses `args` (argv without the program name). `env_dsn` is $TROUPE_DSN, or nullptr when it

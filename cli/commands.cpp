@@ -8,10 +8,6 @@
 
 namespace troupe::cli {
 
-namespace {
-
-/// The admin API on the command line's area. Server warnings go to stderr; notices (every
-/// idempotent migration step says one, "schema already exists, skipping") are dropped.
 admin open_admin(const command_line& cl) {
   admin_options o;
   o.dsn = cl.dsn;
@@ -22,6 +18,8 @@ admin open_admin(const command_line& cl) {
   };
   return admin(std::move(o));
 }
+
+namespace {
 
 std::string already_at(const area& a, int version) {
   return describe_area_short(a) + " is already at version " + std::to_string(version) + "\n";

@@ -4,10 +4,15 @@
 #pragma once
 
 #include "cli/command_line.hpp"
+#include "troupe/admin.hpp"
 
 #include <ostream>
 
 namespace troupe::cli {
+
+/// The admin API on the command line's area. Server warnings go to stderr; notices (every
+/// idempotent migration step says one, "schema already exists, skipping") are dropped.
+admin open_admin(const command_line& cl);
 
 /// `troupe init`: applies every migration the area lacks (creating it when absent).
 void run_init(const command_line& cl, std::ostream& out);
@@ -20,5 +25,11 @@ void run_sql(const command_line& cl, std::ostream& out);
 
 /// `troupe stats`: per-queue counts, ready, scheduled and the age of the oldest ready message.
 void run_stats(const command_line& cl, std::ostream& out);
+
+/// The operations' verbs (cli/operations.cpp): pause, resume, queue-status, cancel,
+/// cancel-status, failed list, failed show, retry. Each prints one JSON object and returns the
+/// exit status: 1 when the message is missing or the operation was refused (the reason on
+/// `err`).
+int run_operation(const command_line& cl, std::ostream& out, std::ostream& err);
 
 } // namespace troupe::cli

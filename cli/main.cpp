@@ -30,6 +30,19 @@ Verbs:
                               (no connection)
   stats [--json] [--queue Q]  per-queue message counts by state, ready, scheduled and
                               the age of the oldest ready message
+  pause Q, resume Q           pause or resume queue Q (persistent, idempotent)
+  queue-status [Q]            whether Q (or every known queue) is paused
+  cancel ID                   cancel a message: queued now, running by request
+  cancel [--queue Q] [--task T] [--state queued|running]...
+                              cancel every message that matches
+  cancel-status ID            a message's state and whether its cancel was requested
+  failed list [--queue Q] [--task T] [--limit N] [--after ID]
+                              failed messages in id order, N per page (default 50,
+                              at most 1000); --after takes the last page's next_after
+  failed show ID [--payload]  one failed message; --payload adds arguments and options
+  retry ID                    run a failed message again, with a fresh retry budget
+  retry [--queue Q] [--task T]
+                              retry every failed message that matches
   help                        print this help
   version                     print Troupe's version
 
@@ -41,7 +54,8 @@ Global options (before the verb):
   -h, --help     print this help
   --version      print Troupe's version
 
-Options take their value as "--opt VALUE" or "--opt=VALUE".
+Options take their value as "--opt VALUE" or "--opt=VALUE". The operations (pause to
+retry) print one JSON object; a message id that is missing, or a retry refused, exits 1.
 Exit status: 0 success, 1 runtime or database error, 2 usage error.
 )";
 
@@ -74,6 +88,14 @@ int run(const troupe::cli::command_line& cl) {
   case verb::stats:
     troupe::cli::run_stats(cl, std::cout);
     break;
+  default: {
+    auto status = troupe::cli::run_operation(cl, std::cout, std::cerr);
+    if (!std::cout.flush()) {
+      report("cannot write to standard output");
+      return exit_failure;
+    }
+    return status;
+  }
   }
   if (!std::cout.flush()) {
     report("cannot write to standard output");

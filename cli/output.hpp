@@ -5,6 +5,7 @@
 #include "troupe/admin_records.hpp"
 #include "troupe/area.hpp"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,5 +39,28 @@ std::string format_stats_json(const std::vector<queue_stats>& stats);
 /// when given (upgrade).
 std::string format_migration_json(const area& a, std::optional<int> from, int version,
                                   const std::vector<int>& applied);
+
+// -- the operations' reports (cli/operations_output.cpp), each one JSON object on one line ---
+
+/// Unix milliseconds as an ISO 8601 UTC time with milliseconds ("2026-12-02T03:04:05.678Z").
+std::string iso_time(std::int64_t unix_ms);
+
+/// `{"queue":..,"paused":..,"changed_at":ISO or null}`.
+std::string format_queue_control_json(const queue_control& q);
+/// `{"queues":[...]}` of those objects.
+std::string format_queue_controls_json(const std::vector<queue_control>& qs);
+/// `{"message_id":..,"status":"cancelled|requested|terminal|missing","state":.. or null}`.
+std::string format_cancel_json(const cancel_report& r);
+/// `{"cancelled":N,"requested":M}`.
+std::string format_cancel_counts_json(const cancel_counts& c);
+/// `{"message_id":..,"state":.. or null,"requested":bool}`.
+std::string format_cancel_state_json(const cancel_state& s);
+/// `{"items":[...],"next_after":id or null}`: each item as format_failed_json's object.
+std::string format_failed_page_json(const failed_page& page);
+/// `{"message_id","queue","task","priority","attempts","retries","error":{..} or null,
+/// "enqueued_at","finished_at"}` plus "args" and "options" when the message holds them.
+std::string format_failed_json(const failed_message& m);
+/// `{"message_id":..,"status":"retried|not_failed|missing","state":.. or null}`.
+std::string format_retry_json(const retry_report& r);
 
 } // namespace troupe::cli

@@ -205,29 +205,36 @@ std::string connection::literal(std::string_view text) const {
   return out;
 }
 
-result connection::run_between(const statement& st, const params& values, std::string_view before,
+result connection::run_between(const statement& st, const params& values,
+                               std::initializer_list<std::string_view> before,
                                std::string_view after) {
   prepare(st);
   auto* c = raw(conn_.get());
   if (PQenterPipelineMode(c) != 1)
     throw_error(conn_.get(), nullptr, st.name);
-  std::string first(before);
   std::string last(after);
   param_arrays pa(values);
   auto send_plain = [&](const std::string& sql) {
     return sql.empty() ||
            PQsendQueryParams(c, sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
   };
-  bool sent = send_plain(first) &&
-              PQsendQueryPrepared(c, st.name.c_str(), static_cast<int>(values.size()),
-                                  pa.values.data(), nullptr, nullptr, 0) == 1 &&
-              send_plain(last) && PQpipelineSync(c) == 1;
+  int own = 0; // the index of `st` among the queries sent
+  bool sent = true;
+  for (auto b : before) {
+    if (b.empty())
+      continue;
+    sent = sent && send_plain(std::string(b));
+    ++own;
+  }
+  sent = sent &&
+         PQsendQueryPrepared(c, st.name.c_str(), static_cast<int>(values.size()), pa.values.data(),
+                             nullptr, nullptr, 0) == 1 &&
+         send_plain(last) && PQpipelineSync(c) == 1;
   if (!sent)
     throw_error(conn_.get(), nullptr, st.name); // a connection that cannot send is broken
   // Each query's results end with a null; the server skips what follows a failed query up to
   // the sync point, and reports those as aborted.
-  int queries = (first.empty() ? 0 : 1) + 1 + (last.empty() ? 0 : 1);
-  int own = first.empty() ? 0 : 1;
+  int queries = own + 1 + (last.empty() ? 0 : 1);
   result out;
   PGresult* failed = nullptr;
   for (int q = 0; q < queries && PQstatus(c) == CONNECTION_OK; ++q) {

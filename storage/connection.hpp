@@ -97,12 +97,12 @@ public:
   /// Runs a named statement, preparing it on this connection the first time (and again when a
   /// statement of the same name but another area's text comes along). Throws troupe::error.
   result run(const statement& st, const params& values);
-  /// Runs the named statement `st` between the plain SQL `before` and `after` (each one statement
-  /// or empty, such as "BEGIN" and "COMMIT"), sent together in one round trip (libpq's pipeline
-  /// mode). The server skips what follows a failed statement. Returns the result of `st`; throws
-  /// troupe::error when any of them failed.
-  result run_between(const statement& st, const params& values, std::string_view before,
-                     std::string_view after);
+  /// Runs the named statement `st` between the plain SQL statements `before` (in order) and
+  /// `after` (one statement or empty), such as "BEGIN" and "COMMIT", sent together in one round
+  /// trip (libpq's pipeline mode). The server skips what follows a failed statement. Returns the
+  /// result of `st`; throws troupe::error when any of them failed.
+  result run_between(const statement& st, const params& values,
+                     std::initializer_list<std::string_view> before, std::string_view after);
   /// Runs a `COPY ... FROM STDIN` statement once per part of `parts` (each a whole input in the
   /// format the statement names), after the plain SQL `before` and followed by the plain SQL
   /// `after` when given, all sent as one query ("before COPY; COPY; ...after"): "BEGIN; " before

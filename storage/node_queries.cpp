@@ -20,12 +20,16 @@ params identity_params(const node_identity& who, const statement_set& stmts) {
 std::int32_t register_node(connection& conn, const statement_set& stmts, const node_identity& who) {
   // A node on an area that misses migrations would fail later, statement by statement.
   auto version = current_version(conn, stmts);
-  if (version < latest_migration())
+  if (version < oldest_node_version)
     throw error(errc::bug, fmt::format("area (schema \"{}\", prefix \"{}\") is at schema "
                                        "version {} and this Troupe needs version {}: run "
                                        "`troupe {}` first",
                                        stmts.where().schema, stmts.where().prefix, version,
                                        latest_migration(), version == 0 ? "init" : "upgrade"));
+  // An area behind this Troupe but not too far: the node runs the statements of its version,
+  // without the features of the migrations it lacks (the listener says which).
+  if (version != stmts.version())
+    stmts.use_version(std::min(version, latest_migration()));
   auto res = conn.run(stmts.get(sql::register_node), identity_params(who, stmts));
   return static_cast<std::int32_t>(res.int64(0, 0));
 }

@@ -2,6 +2,7 @@
 
 #include "storage/migrations.hpp"
 #include "storage/naming.hpp"
+#include "storage/operations.hpp"
 #include "troupe/area.hpp"
 #include "troupe/error.hpp"
 #include "troupe/message.hpp"
@@ -322,7 +323,7 @@ claim_result claim_batch(connection& conn, const statement_set& stmts, const std
 
 claim_result claim_batch_early(connection& conn, const statement_set& stmts,
                                const std::string& queue, std::int32_t node_id, std::int32_t limit,
-                               std::int32_t eta_below,
+                               std::int32_t eta_below, std::int32_t starting,
                                const std::function<void(std::vector<claimed_message>)>& locked) {
   if (limit <= 0)
     return claim_batch(conn, stmts, queue, node_id, 0, eta_below);
@@ -330,8 +331,11 @@ claim_result claim_batch_early(connection& conn, const statement_set& stmts,
   int claimed = 0;
   try {
     // BEGIN and the lock in one round trip, as the mark and the COMMIT below.
-    auto res =
-      conn.run_between(stmts.get(sql::claim_lock), {queue, std::to_string(limit)}, "BEGIN", {});
+    // From migration 5 on, the pause gate comes first: its lock is taken before the claim's
+    // snapshot, so the claim sees every pause that committed before it (operations.hpp).
+    auto gate = stmts.version() >= 5 ? claim_pause_gate_sql(stmts.where(), queue) : std::string{};
+    auto res = conn.run_between(stmts.get(sql::claim_lock), {queue, std::to_string(limit)},
+                                {"BEGIN", gate}, {});
     claimed = res.rows();
     if (claimed > 0) {
       std::vector<std::string> addresses;
@@ -343,10 +347,14 @@ claim_result claim_batch_early(connection& conn, const statement_set& stmts,
         messages.push_back(read_claimed(res, r, 1));
       }
       locked(std::move(messages));
+      // The first ones go to idle executors at once: their start is written with the claim.
+      std::vector<std::string> started(addresses.begin(),
+                                       addresses.begin() + std::clamp(starting, 0, claimed));
       auto marked =
         conn
           .run_between(stmts.get(sql::claim_mark),
-                       {array_literal(addresses), std::to_string(node_id)}, {}, "COMMIT")
+                       {array_literal(addresses), std::to_string(node_id), array_literal(started)},
+                       {}, "COMMIT")
           .affected();
       // Locked rows cannot change under the lock; anything else is a bug, and the messages
       // already handed out must not pass for claimed.
@@ -378,6 +386,7 @@ std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::i
     nullable_column(outcomes, [](const outcome& o) { return o.error_json; }),
     column(outcomes, [](const outcome& o) { return std::to_string(o.retry_delay_ms); }),
     results_channel(stmts.where()),
+    column(outcomes, [](const outcome& o) { return std::to_string(o.ran_ms); }),
   };
   bool any_follow_ups = std::any_of(outcomes.begin(), outcomes.end(),
                                     [](const outcome& o) { return !o.follow_ups.empty(); });
@@ -413,6 +422,7 @@ std::int64_t release_claimed(connection& conn, const statement_set& stmts, std::
     column(messages, [](const claimed_message& m) { return m.id; }),
     column(messages, [](const claimed_message& m) { return std::to_string(m.attempt); }),
     wake_channel(stmts.where()),
+    results_channel(stmts.where()),
   };
   return conn.run(stmts.get(sql::release_claimed), p).int64(0, 0);
 }

@@ -58,10 +58,11 @@ claim_result claim_batch(connection& conn, const statement_set& stmts, const std
 /// must not write their outcomes before this returns: until the commit, a completion sees the
 /// rows still queued and is refused. When this throws after `locked` was called, the claim was
 /// rolled back, or (a lost connection) whether it committed is unknown. The result holds no
-/// messages, only the eta when asked for.
+/// messages, only the eta when asked for. `starting` is the number of idle executors the
+/// caller starts the first messages on at once: their start is written with the claim.
 claim_result claim_batch_early(connection& conn, const statement_set& stmts,
                                const std::string& queue, std::int32_t node_id, std::int32_t limit,
-                               std::int32_t eta_below,
+                               std::int32_t eta_below, std::int32_t starting,
                                const std::function<void(std::vector<claimed_message>)>& locked);
 
 /// Milliseconds until the earliest delayed message of `queue` is due, -1 when there is none.

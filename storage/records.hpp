@@ -66,8 +66,20 @@ struct outcome {
   std::string result_json; ///< empty: SQL NULL
   std::string error_json;  ///< empty: SQL NULL
   std::int64_t retry_delay_ms = 0;
+  /// How long the attempt ran, in milliseconds; negative for a message that never started (a
+  /// cancel before its start). A row whose start was not written yet gets it from this.
+  std::int64_t ran_ms = 0;
   /// Messages published in the same transaction as this outcome, only if it is written.
   std::vector<message> follow_ups;
+};
+
+/// An attempt that started and still runs, whose start its node writes (mark_started).
+struct started_attempt {
+  std::string id;
+  /// The claim's attempt (the delivery token).
+  std::int32_t attempt = 0;
+  /// How long it has run.
+  std::int64_t elapsed_ms = 0;
 };
 
 /// One claim's answer: the messages, and when the next delayed one becomes ready.

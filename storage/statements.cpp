@@ -1,6 +1,7 @@
 #include "storage/statements.hpp"
 
 #include "storage/embedded_sql.hpp"
+#include "storage/migrations.hpp"
 #include "storage/naming.hpp"
 #include "troupe/error.hpp"
 
@@ -41,14 +42,58 @@ std::string render_sql(std::string_view text, const area& a) {
   return out;
 }
 
-statement_set::statement_set(area a) : area_(std::move(a)) {
+std::string for_version(std::string_view text, int version) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto eol = text.find('\n', pos);
+    auto line =
+      text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos + 1);
+    pos += line.size();
+    auto body = line;
+    while (!body.empty() && (body.back() == '\n' || body.back() == ' '))
+      body.remove_suffix(1);
+    bool keep = true;
+    for (auto [tag, from_on] : {std::pair{"-- since ", true}, std::pair{"-- before ", false}}) {
+      auto at = body.rfind(tag);
+      if (at == std::string_view::npos)
+        continue;
+      auto number = body.substr(at + std::string_view(tag).size());
+      if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos)
+        continue;
+      auto n = std::stoi(std::string(number));
+      keep = from_on ? version >= n : version < n;
+    }
+    if (keep)
+      out.append(line);
+  }
+  return out;
+}
+
+statement_set::statement_set(area a) : area_(std::move(a)), version_(latest_migration()) {
   validate_area(area_);
   const auto& all = embedded::statements();
   if (all.size() != statement_count)
     throw error(errc::bug, "the embedded statements do not match storage/statement_ids.hpp");
-  by_id_.reserve(all.size());
-  for (const auto& st : all)
-    by_id_.push_back(statement{std::string(st.name), render_sql(st.text, area_)});
+  auto latest = latest_migration();
+  for (int v = oldest_node_version; v <= latest; ++v) {
+    auto& set = by_version_.emplace_back();
+    set.reserve(all.size());
+    for (const auto& st : all) {
+      auto text = for_version(st.text, v);
+      auto name = std::string(st.name);
+      if (v < latest && text != for_version(st.text, latest))
+        name += "_v" + std::to_string(v);
+      set.push_back(statement{std::move(name), render_sql(text, area_)});
+    }
+  }
+}
+
+void statement_set::use_version(int version) const {
+  if (version < oldest_node_version || version > latest_migration())
+    throw error(errc::bug, fmt::format("no statements for schema version {}", version));
+  version_.store(version, std::memory_order_relaxed);
 }
 
 statement_set_ptr make_statement_set(const area& a) {

@@ -2,12 +2,17 @@
 
 #include "storage/connection.hpp"
 #include "storage/migrations.hpp"
+#include "storage/operations.hpp"
 #include "storage/queries.hpp"
 #include "storage/shared_connection.hpp"
 #include "storage/statements.hpp"
 #include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
+#include "troupe/limits.hpp"
 #include "troupe/log.hpp"
+#include "troupe/message.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <optional>
@@ -41,6 +46,18 @@ struct admin::impl {
     if (storage::current_version(c, *stmts) == 0)
       throw error(errc::not_found,
                   area_name(stmts->where()) + " is not initialized; run troupe init");
+  }
+
+  // Operations need migration 5: an older area is refused with what to run.
+  void require_operations(storage::connection& c, const char* what) {
+    auto v = storage::current_version(c, *stmts);
+    if (v == 0)
+      require_initialized(c);
+    if (v < 5)
+      throw error(errc::invalid_argument,
+                  fmt::format("{} is at schema version {}, and {} needs version 5: run troupe "
+                              "upgrade",
+                              area_name(stmts->where()), v, what));
   }
 
   migration_report migrate(bool require_existing) {
@@ -135,6 +152,175 @@ bool admin::wait_for_nodes(const std::string& queue, std::size_t count,
       return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+namespace {
+
+// The id in its canonical spelling; invalid_argument when it is not a UUID.
+std::string message_id(const std::string& id) {
+  std::string canonical;
+  if (!parse_uuid(id, canonical))
+    throw error(errc::invalid_argument, "message id \"" + id + "\" is not a UUID");
+  return canonical;
+}
+
+void validate_filter(const message_filter& f, bool states_allowed) {
+  if (f.queue)
+    validate_queue_name(*f.queue);
+  if (f.task && (f.task->empty() || f.task->size() > limits::max_task_name))
+    throw error(errc::invalid_argument,
+                fmt::format("task name filter must be 1 to {} bytes", limits::max_task_name));
+  for (const auto& st : f.states)
+    if (!states_allowed || (st != "queued" && st != "running"))
+      throw error(errc::invalid_argument,
+                  "state filter \"" + st + "\" is not one of queued, running");
+}
+
+} // namespace
+
+const char* to_string(cancel_outcome o) noexcept {
+  switch (o) {
+  case cancel_outcome::missing:
+    return "missing";
+  case cancel_outcome::cancelled:
+    return "cancelled";
+  case cancel_outcome::requested:
+    return "requested";
+  case cancel_outcome::terminal:
+    return "terminal";
+  }
+  return "missing";
+}
+
+const char* to_string(retry_outcome o) noexcept {
+  switch (o) {
+  case retry_outcome::retried:
+    return "retried";
+  case retry_outcome::missing:
+    return "missing";
+  case retry_outcome::not_failed:
+    return "not_failed";
+  }
+  return "missing";
+}
+
+queue_control admin::pause(const std::string& queue) {
+  validate_queue_name(queue);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_operations(c, "pausing a queue");
+    return storage::set_queue_paused(c, *impl_->stmts, queue, true);
+  });
+}
+
+queue_control admin::resume(const std::string& queue) {
+  validate_queue_name(queue);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_operations(c, "resuming a queue");
+    return storage::set_queue_paused(c, *impl_->stmts, queue, false);
+  });
+}
+
+std::vector<queue_control> admin::queue_status(const std::optional<std::string>& queue) {
+  if (queue)
+    validate_queue_name(*queue);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_operations(c, "queue status");
+    std::vector<std::string> only;
+    if (queue)
+      only.push_back(*queue);
+    return storage::queue_control_status(c, *impl_->stmts, only);
+  });
+}
+
+cancel_report admin::cancel(const std::string& given) {
+  auto id = message_id(given);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_operations(c, "cancelling a message");
+    return storage::cancel_message(c, *impl_->stmts, id);
+  });
+}
+
+cancel_counts admin::cancel_matching(const message_filter& filter) {
+  validate_filter(filter, true);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_operations(c, "cancelling messages");
+    cancel_counts total;
+    // Rows a claim or a completion holds are skipped by a pass: the next one takes them. A
+    // pass that changes nothing while some are left waits a little first.
+    for (int idle = 0; idle < 50;) {
+      auto n = storage::cancel_matching(c, *impl_->stmts, filter, 1000);
+      total.cancelled += n.cancelled;
+      total.requested += n.requested;
+      if (n.cancelled + n.requested > 0) {
+        idle = 0;
+        continue;
+      }
+      if (!storage::matching_left(c, *impl_->stmts, filter))
+        break;
+      ++idle;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return total;
+  });
+}
+
+cancel_state admin::cancel_status(const std::string& given) {
+  auto id = message_id(given);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_operations(c, "cancel status");
+    return storage::cancel_status(c, *impl_->stmts, id);
+  });
+}
+
+failed_page admin::failed(const failed_query& query) {
+  if (query.limit < 1 || query.limit > 1000)
+    throw error(errc::invalid_argument,
+                "limit " + std::to_string(query.limit) + " is not between 1 and 1000");
+  auto q = query;
+  if (q.after)
+    q.after = message_id(*q.after);
+  validate_filter(message_filter{query.queue, query.task, {}}, false);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_initialized(c);
+    return storage::failed_messages(c, *impl_->stmts, q, false);
+  });
+}
+
+failed_message admin::show_failed(const std::string& given) {
+  auto id = message_id(given);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_initialized(c);
+    std::string state;
+    auto m = storage::failed_message_by_id(c, *impl_->stmts, id, state);
+    if (!m)
+      throw error(errc::not_found, state.empty()
+                                     ? "no message has id " + id
+                                     : "message " + id + " is " + state + ", not failed");
+    return *m;
+  });
+}
+
+retry_report admin::retry(const std::string& given) {
+  auto id = message_id(given);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_operations(c, "retrying a message");
+    return storage::retry_message(c, *impl_->stmts, id);
+  });
+}
+
+std::int64_t admin::retry_matching(const message_filter& filter) {
+  validate_filter(message_filter{filter.queue, filter.task, {}}, false);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_operations(c, "retrying messages");
+    std::int64_t total = 0;
+    for (;;) {
+      auto n = storage::retry_matching(c, *impl_->stmts, filter, 1000);
+      total += n;
+      if (n == 0)
+        break;
+    }
+    return total;
+  });
 }
 
 } // namespace troupe

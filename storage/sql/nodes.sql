@@ -55,8 +55,11 @@ SELECT n.node_id, n.name, n.host, n.pid, n.queues::text,
 -- name: reap_dead_nodes
 -- One janitor pass. A node whose liveness lock is free (lock class $1) is first marked suspect,
 -- if its lock is still free once the grace period ($2 ms) has passed since then, it is dead: its
--- row goes, and every message it was running goes back to its queue (so does a running message
--- whose owner has no row at all). The grace lets a live node's listener reconnect after a
+-- row goes, and every message it held goes back to its queue (so does a running message whose
+-- owner has no row at all). A message it had started (started_at written) used an attempt: it
+-- is due at once, with a failure record that says the attempt was lost. One it had claimed but
+-- not started goes back as if never claimed (its eta, its attempt taken back). One whose
+-- cancel was requested is cancelled instead. The grace lets a live node's listener reconnect after a
 -- database restart without its running tasks being handed to other nodes. Returns the counts
 -- and the queues that got messages back, and wakes each of those queues (channel $3) on every
 -- node.
@@ -82,7 +85,23 @@ kept AS (
   SELECT node_id FROM {{t:nodes}}
    WHERE node_id NOT IN (SELECT node_id FROM dead)),
 recovered AS (
-  UPDATE {{t:queue}} q SET state = 'queued', owner_node = NULL, eta = now()
+  UPDATE {{t:queue}} q
+     SET state = 'queued', -- before 5
+     SET state = CASE WHEN q.cancel_requested THEN 'cancelled' -- since 5
+                      ELSE 'queued' END::{{t:state}}, -- since 5
+         finished_at = CASE WHEN q.cancel_requested THEN now() END, -- since 5
+         owner_node = NULL,
+         attempts = CASE WHEN q.started_at IS NULL THEN greatest(q.attempts - 1, 0)
+                         ELSE q.attempts END,
+         eta = CASE WHEN q.started_at IS NULL THEN q.eta ELSE now() END,
+         error = CASE WHEN q.started_at IS NULL THEN q.error
+                      ELSE jsonb_build_object(
+                             'type', 'troupe::attempt_lost',
+                             'text', format('node %s ended while attempt %s ran (started at %s)',
+                                            q.owner_node, q.attempts, q.started_at),
+                             'time', to_char(now() AT TIME ZONE 'UTC',
+                                             'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                             'attempt', q.attempts) END
    WHERE q.state = 'running'
      AND (q.owner_node IS NULL OR q.owner_node NOT IN (SELECT node_id FROM kept))
   RETURNING q.queue_name)

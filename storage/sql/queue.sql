@@ -1,6 +1,6 @@
--- Statements on the queue table. Each "-- name:" header starts one statement; the name is its
+-- Statements on the queue table. Each "-- name:" header starts one statement, the name is its
 -- prepared-statement name, its log field and its metric label. {{t:X}} is the area's quoted,
--- prefixed table or type; every value is a bound parameter. No statement ends with a semicolon.
+-- prefixed table or type, every value is a bound parameter. No statement ends with a semicolon.
 
 -- name: enqueue_messages
 -- Inserts one or many messages in one statement (the arrays are parallel, one entry per message)
@@ -23,7 +23,7 @@ WITH ins AS (
      SET queue_name = excluded.queue_name, task_name = excluded.task_name,
          args = excluded.args, options = excluded.options, priority = excluded.priority,
          eta = excluded.eta, state = 'queued', owner_node = NULL, started_at = NULL,
-         finished_at = NULL
+         finished_at = NULL, result = NULL, error = NULL
    WHERE q.state <> 'cancelled' AND $10::boolean
   RETURNING q.queue_name)
 SELECT (SELECT count(*) FROM ins),
@@ -72,16 +72,23 @@ FROM STDIN (FORMAT binary)
 -- statement began) is left alone by the TID scan and stays queued for the next claim.
 -- attempts + 1 with owner_node is the delivery token every completion is checked against. It
 -- stops at 1,000,000,000, the bound migration 4 puts on attempts, so a claim never overflows.
+-- started_at is cleared: the delivery has not started yet (its node writes the start, see
+-- mark_started). So are a cancel request and a progress left by a delivery before a re-send
+-- (a queued row holds a cancel request only then: a cancel cancels a queued row at once). A paused queue (a queue_control row) gives nothing, this one-statement form
+-- reads the pause on its snapshot (the two-step claim below waits for a pause in progress).
 -- The timestamp comes back through date_part (a float8), not extract (a numeric, which took a
 -- tenth of the statement's time): enqueue times are whole milliseconds, well within a float8's
 -- precision.
 UPDATE {{t:queue}}
    SET state = 'running', owner_node = $2, attempts = least(attempts + 1, 1000000000),
-       started_at = now()
+       cancel_requested = false, progress = NULL, -- since 5
+       started_at = NULL
  WHERE ctid = ANY (ARRAY(
          SELECT ctid FROM {{t:queue}}
           WHERE hashtext(queue_name) = hashtext($1) AND queue_name = $1
             AND state = 'queued' AND eta <= now()
+            AND NOT EXISTS (SELECT FROM {{t:queue_control}} c -- since 5
+                             WHERE c.queue_name = $1 AND c.paused) -- since 5
           ORDER BY priority, eta, message_id
           LIMIT $3
             FOR UPDATE SKIP LOCKED))
@@ -100,6 +107,9 @@ RETURNING message_id::text, task_name, args::text, options::text, attempts, prio
 -- The first column is the row's address for claim_mark. ORDER BY names the table's columns
 -- through its alias: a bare message_id would be the text output column of that name, which
 -- the fetch index cannot give in order (every ready row would be read and sorted).
+-- A paused queue gives nothing. The caller runs claim_pause_gate first, in the same
+-- transaction: a pause in progress holds that lock exclusively until it commits, so this
+-- statement's snapshot, taken after the lock, sees every pause that committed before.
 SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::text,
        least(q.attempts + 1, 1000000000), q.priority,
        (date_part('epoch', q.enqueued_at) * 1000)::bigint,
@@ -107,17 +117,23 @@ SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::t
   FROM {{t:queue}} q
  WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
    AND q.state = 'queued' AND q.eta <= now()
+   AND NOT EXISTS (SELECT FROM {{t:queue_control}} c -- since 5
+                    WHERE c.queue_name = $1 AND c.paused) -- since 5
  ORDER BY q.priority, q.eta, q.message_id
  LIMIT $2
-   FOR UPDATE SKIP LOCKED
+   FOR UPDATE OF q SKIP LOCKED
 
 -- name: claim_mark
 -- The second step: marks the rows claim_lock locked (by address, $1) running for node $2, in
 -- the same transaction, and commits without waiting for the WAL flush. The rows cannot have
--- moved: this transaction holds their locks. Returns one row per row marked.
+-- moved: this transaction holds their locks. Returns one row per row marked. The rows of $3
+-- (the first ones in claim order, as many as the node has idle executors) started as soon as
+-- they were locked: their start is written now. The others wait, prefetched, and their node
+-- writes their start later (mark_started, or with their outcome).
 UPDATE {{t:queue}}
    SET state = 'running', owner_node = $2, attempts = least(attempts + 1, 1000000000),
-       started_at = now()
+       cancel_requested = false, progress = NULL, -- since 5
+       started_at = CASE WHEN ctid = ANY ($3::tid[]) THEN now() END
  WHERE ctid = ANY ($1::tid[]) AND state = 'queued'
    AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
 
@@ -157,50 +173,76 @@ SELECT ceil(extract(epoch FROM min(e.eta) - now()) * 1000)::bigint
 -- outcome at 21k messages/s, against 11 us this way), or, when statistics said no row was
 -- running, rescan the outcomes once per running row (300 ms for 500 outcomes). The queue
 -- suite checks that the outcomes are read once.
+-- A retry of a message whose cancel was requested is cancelled instead ("its next start is
+-- cancelled"). $9 is how long each attempt ran (ms, negative for one that never started): an
+-- attempt that ended before its node wrote its start gets started_at from it.
 WITH written AS (
 UPDATE {{t:queue}} q
-   SET state = c.state::{{t:state}},
+   SET state = c.state::{{t:state}}, -- before 5
+       finished_at = CASE WHEN c.state = 'queued' THEN NULL ELSE now() END, -- before 5
+   SET state = CASE WHEN c.state = 'queued' AND q.cancel_requested THEN 'cancelled' -- since 5
+                    ELSE c.state END::{{t:state}}, -- since 5
+       finished_at = CASE WHEN c.state = 'queued' AND NOT q.cancel_requested THEN NULL -- since 5
+                          ELSE now() END, -- since 5
        owner_node = NULL,
-       finished_at = CASE WHEN c.state = 'queued' THEN NULL ELSE now() END,
+       attempts = CASE WHEN c.ran_ms < 0 THEN greatest(q.attempts - 1, 0) ELSE q.attempts END,
+       started_at = CASE WHEN c.ran_ms < 0 THEN q.started_at
+                         ELSE coalesce(q.started_at, now() - c.ran_ms * interval '1 millisecond')
+                    END,
        eta = CASE WHEN c.state = 'queued' THEN now() + c.retry_ms * interval '1 millisecond'
                   ELSE q.eta END,
        result = c.result,
        error = c.error
   FROM unnest($2::uuid[], $3::integer[], $4::text[], $5::jsonb[], $6::jsonb[], $7::bigint[],
+              $9::bigint[],
               array_fill($1::integer, ARRAY[cardinality($2::uuid[])]),
               array_fill('running'::{{t:state}}, ARRAY[cardinality($2::uuid[])]))
-       AS c(id, attempt, state, result, error, retry_ms, owner, running)
+       AS c(id, attempt, state, result, error, retry_ms, ran_ms, owner, running)
  WHERE q.message_id = ANY ($2::uuid[])
    AND q.message_id = c.id AND q.owner_node = c.owner AND q.attempts = c.attempt
    AND q.state = c.running
-RETURNING q.message_id, (q.result IS NOT NULL OR q.error IS NOT NULL) AS interesting),
+RETURNING q.message_id,
+          (q.result IS NOT NULL OR q.error IS NOT NULL OR q.state = 'cancelled') AS interesting),
 woken AS (
   SELECT pg_notify($8, '') WHERE EXISTS (SELECT 1 FROM written WHERE interesting))
 SELECT w.message_id::text FROM written w CROSS JOIN (SELECT count(*) FROM woken) n
 
 -- name: release_claimed
--- Returns claimed messages that never started (prefetched at shutdown) to the queue, as if they
--- had not been claimed: same eta, the claim's attempt taken back. Each queue that got rows back
--- is woken (channel $4), so that other nodes start them now, not at their next poll.
+-- Returns claimed messages that never started (prefetched at shutdown or at a pause) to the
+-- queue, as if they had not been claimed: same eta, the claim's attempt taken back. Each queue
+-- that got rows back is woken (channel $4), so that other nodes start them now, not at their
+-- next poll. A message whose cancel was requested is cancelled instead, and result waiters
+-- are woken (channel $5).
 WITH back AS (
   UPDATE {{t:queue}} q
-     SET state = 'queued', owner_node = NULL, attempts = greatest(q.attempts - 1, 0),
+     SET state = 'queued', -- before 5
+     SET state = CASE WHEN q.cancel_requested THEN 'cancelled' -- since 5
+                      ELSE 'queued' END::{{t:state}}, -- since 5
+         finished_at = CASE WHEN q.cancel_requested THEN now() END, -- since 5
+         owner_node = NULL, attempts = greatest(q.attempts - 1, 0),
          started_at = NULL
     FROM unnest($2::uuid[], $3::integer[]) AS c(id, attempt)
    WHERE q.message_id = c.id AND q.owner_node = $1 AND q.attempts = c.attempt
      AND q.state = 'running'
-  RETURNING q.queue_name)
-SELECT (SELECT count(*) FROM back),
+  RETURNING q.queue_name, q.state = 'cancelled' AS cancelled)
+SELECT (SELECT count(*) FROM back WHERE NOT cancelled),
        (SELECT count(*) FROM (SELECT pg_notify($4, d.queue_name)
-                                FROM (SELECT DISTINCT queue_name FROM back) d) n)
+                                FROM (SELECT DISTINCT queue_name FROM back
+                                       WHERE NOT cancelled) d) n),
+       (SELECT count(*) FROM (SELECT pg_notify($5, '')
+                               WHERE EXISTS (SELECT FROM back WHERE cancelled)) r)
 
 -- name: recover_unheld
 -- After a claim whose outcome is unknown (the connection broke while it ran), node $1's consumer
 -- of queue $2 hands back every row it owns but does not hold ($3), as if never claimed. The
 -- queue is woken (channel $4) when rows went back.
+-- A message whose cancel was requested is cancelled instead.
 WITH back AS (
   UPDATE {{t:queue}}
-     SET state = 'queued', owner_node = NULL, attempts = greatest(attempts - 1, 0),
+     SET state = 'queued', -- before 5
+     SET state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END::{{t:state}}, -- since 5
+         finished_at = CASE WHEN cancel_requested THEN now() END, -- since 5
+         owner_node = NULL, attempts = greatest(attempts - 1, 0),
          started_at = NULL
    WHERE state = 'running' AND owner_node = $1 AND queue_name = $2
      AND message_id <> ALL ($3::uuid[])

@@ -2,6 +2,7 @@
 #include <caf/test/unit_test.hpp>
 
 #include "scratch_area.hpp"
+#include "storage/operations.hpp"
 #include "storage/queries.hpp"
 #include "troupe/client.hpp"
 #include "troupe/error.hpp"
@@ -108,7 +109,8 @@ CAF_TEST(completions on a new area find their rows without rescanning the outcom
     "EXPLAIN (ANALYZE, FORMAT JSON) " + st.text,
     {std::to_string(n), storage::array_literal(ids), storage::array_literal(attempts),
      storage::array_literal(states), storage::array_literal(nulls), storage::array_literal(nulls),
-     storage::array_literal(retry), storage::results_channel(area.where())},
+     storage::array_literal(retry), storage::results_channel(area.where()),
+     storage::array_literal(retry)},
     "explain complete_batch");
   std::string text(plan.text(0, 0));
   auto scan = text.find("\"Function Scan\"");
@@ -161,7 +163,10 @@ CAF_TEST(a delayed message is not claimed before its eta and its eta is reported
                 .messages.empty();
     },
     5s));
-  CAF_CHECK_EQUAL(count("state = 'running' AND started_at >= enqueued_at + interval '1.4 s'"), 1);
+  // Claimed once due, and not started: its node writes the start.
+  CAF_CHECK_EQUAL(
+    count("state = 'running' AND started_at IS NULL AND now() >= enqueued_at + interval '1.4 s'"),
+    1);
 }
 
 CAF_TEST(two nodes never claim the same message) {
@@ -202,15 +207,17 @@ CAF_TEST(a claim in two steps hands out locked rows before it marks them running
   std::vector<storage::claimed_message> got;
   std::size_t other_claim = 99;
   std::int64_t running_while_locked = -1;
-  auto res = storage::claim_batch_early(
-    claimer, area.statements(), "default", id, 3, 1, [&](std::vector<storage::claimed_message> m) {
-      got = std::move(m);
-      // Locked, not yet written: still queued, and another claim skips them.
-      running_while_locked = count("state = 'running'");
-      other_claim =
-        storage::claim_batch(area.sql(), area.statements(), "default", node(area.sql()), 10)
-          .messages.size();
-    });
+  auto res = storage::claim_batch_early(claimer, area.statements(), "default", id, 3, 1, 0,
+                                        [&](std::vector<storage::claimed_message> m) {
+                                          got = std::move(m);
+                                          // Locked, not yet written: still queued, and another
+                                          // claim skips them.
+                                          running_while_locked = count("state = 'running'");
+                                          other_claim =
+                                            storage::claim_batch(area.sql(), area.statements(),
+                                                                 "default", node(area.sql()), 10)
+                                              .messages.size();
+                                        });
   CAF_CHECK(res.messages.empty());
   CAF_REQUIRE_EQUAL(got.size(), 3u);
   CAF_CHECK_EQUAL(running_while_locked, 0);
@@ -229,7 +236,7 @@ CAF_TEST(a claim in two steps hands out locked rows before it marks them running
   // Nothing ready: nothing handed out, the transaction ended, and the eta asked for.
   bool called = false;
   auto none =
-    storage::claim_batch_early(claimer, area.statements(), "default", id, 3, 1,
+    storage::claim_batch_early(claimer, area.statements(), "default", id, 3, 1, 0,
                                [&](std::vector<storage::claimed_message>) { called = true; });
   CAF_CHECK(!called);
   CAF_CHECK_EQUAL(none.next_eta_ms, -1);
@@ -246,7 +253,7 @@ CAF_TEST(a claim in two steps walks the fetch index in claim order without sorti
   area.sql().exec("ANALYZE " + area.queue_table());
   auto id = node(area.sql());
   std::vector<storage::claimed_message> got;
-  storage::claim_batch_early(area.sql(), area.statements(), "default", id, 10, 1,
+  storage::claim_batch_early(area.sql(), area.statements(), "default", id, 10, 1, 0,
                              [&](std::vector<storage::claimed_message> m) { got = std::move(m); });
   CAF_REQUIRE_EQUAL(got.size(), 10u);
   for (std::size_t i = 0; i < got.size(); ++i)
@@ -298,7 +305,7 @@ CAF_TEST(queues whose names hash alike each claim only their own messages) {
   auto id = node(area.sql());
   std::vector<storage::claimed_message> got;
   auto claim = storage::claim_batch_early(
-    area.sql(), area.statements(), mine, id, 10, 10,
+    area.sql(), area.statements(), mine, id, 10, 10, 0,
     [&](std::vector<storage::claimed_message> m) { got = std::move(m); });
   CAF_REQUIRE_EQUAL(got.size(), 1u);
   CAF_CHECK_EQUAL(got[0].id, ready.id);
@@ -325,7 +332,7 @@ CAF_TEST(a claim in two steps whose marking fails leaves its rows queued and unl
   std::size_t handed_out = 0;
   try {
     storage::claim_batch_early(
-      claimer, area.statements(), "default", id, 10, 1,
+      claimer, area.statements(), "default", id, 10, 1, 0,
       [&](std::vector<storage::claimed_message> m) { handed_out = m.size(); });
     CAF_FAIL("the claim did not fail");
   } catch (const error& e) {
@@ -394,8 +401,13 @@ CAF_TEST(a node whose lock stays free past the grace is dead and its messages go
   {
     auto doomed = storage::connection::open(area.dsn(), "doomed-node");
     auto id = storage::register_node(doomed, area.statements(), who);
-    CAF_CHECK_EQUAL(
-      storage::claim_batch(doomed, area.statements(), "default", id, 4).messages.size(), 4u);
+    auto claimed = storage::claim_batch(doomed, area.statements(), "default", id, 4).messages;
+    CAF_REQUIRE_EQUAL(claimed.size(), 4u);
+    // Two of them started (their starts written), two were prefetched.
+    CAF_CHECK_EQUAL(storage::mark_started(doomed, area.statements(), id,
+                                          {{claimed[0].id, claimed[0].attempt, 1500},
+                                           {claimed[1].id, claimed[1].attempt, 1500}}),
+                    2);
     // A live node is left alone.
     auto r = storage::reap_dead_nodes(area.sql(), area.statements(), 0ms);
     CAF_CHECK_EQUAL(r.recovered, 0);
@@ -417,7 +429,12 @@ CAF_TEST(a node whose lock stays free past the grace is dead and its messages go
   CAF_CHECK_EQUAL(second.recovered, 4);
   CAF_CHECK_EQUAL(second.queues, std::vector<std::string>{"default"});
   CAF_CHECK_EQUAL(wakes(listener), std::multiset<std::string>{"default"});
-  CAF_CHECK_EQUAL(count("state = 'queued' AND owner_node IS NULL AND attempts = 1"), 4);
+  // The started ones used their attempt, and say it was lost; the others used none.
+  CAF_CHECK_EQUAL(count("state = 'queued' AND owner_node IS NULL AND attempts = 1 AND "
+                        "error->>'type' = 'troupe::attempt_lost' AND eta <= now()"),
+                  2);
+  CAF_CHECK_EQUAL(
+    count("state = 'queued' AND owner_node IS NULL AND attempts = 0 AND error IS NULL"), 2);
   auto again = storage::reap_dead_nodes(area.sql(), area.statements(), 0ms);
   CAF_CHECK_EQUAL(again.dead_nodes, 0);
 }

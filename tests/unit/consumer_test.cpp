@@ -40,7 +40,7 @@ caf::behavior fake_storage(caf::stateful_actor<fake_storage_state>* self, int) {
       return std::vector<message>{};
     },
     [=](claim_atom, const std::string&, std::int32_t, std::int32_t limit, std::int32_t,
-        std::uint64_t claim) {
+        std::int32_t, std::uint64_t claim) {
       auto& st = self->state;
       st.claims.push_back(limit);
       if (!st.script.empty()) {

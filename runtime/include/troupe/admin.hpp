@@ -74,6 +74,45 @@ public:
   bool wait_for_nodes(const std::string& queue, std::size_t count,
                       std::chrono::milliseconds timeout);
 
+  // -- operations (areas at version 5 or later; invalid_argument for an older one) ---------
+
+  /// Pauses `queue` in the area: publishing goes on, no node claims or starts its messages
+  /// (running ones finish, prefetched ones go back with their eta and retries intact). Returns
+  /// once every claim of the queue in flight has ended: from then on nothing is claimed, and
+  /// each node stops what it prefetched within a second. Persistent and idempotent.
+  queue_control pause(const std::string& queue);
+  /// Resumes `queue` (idempotent); its consumers claim at once.
+  queue_control resume(const std::string& queue);
+  /// Whether each queue is paused: `queue` alone, or every queue ever paused or resumed and
+  /// every queue a registered node consumes.
+  std::vector<queue_control> queue_status(const std::optional<std::string>& queue = std::nullopt);
+
+  /// Cancels message `id` (a UUID). A queued or delayed message is cancelled now and never
+  /// starts. A message a node holds has its cancel requested: its node cancels it if it has not
+  /// started it, and otherwise tells its task within a second (task_context::cancel_requested());
+  /// if that attempt fails, the message is cancelled, not retried. Finished messages are left
+  /// alone (terminal). Idempotent. Result waiters see task_cancelled.
+  cancel_report cancel(const std::string& id);
+  /// Cancels every message that `filter` matches (states among queued and running; empty: both)
+  /// in batches of 1,000, until none is left that it can change.
+  cancel_counts cancel_matching(const message_filter& filter);
+  /// Message `id`'s state and whether its cancel was requested (state empty when missing).
+  cancel_state cancel_status(const std::string& id);
+
+  /// A page of failed messages, in message-id order (`query.limit` 1 to 1,000), without their
+  /// arguments and options.
+  failed_page failed(const failed_query& query = {});
+  /// The failed message `id` with its arguments and options; not_found when it is missing or
+  /// not failed (the error says which state it is in).
+  failed_message show_failed(const std::string& id);
+  /// Puts failed message `id` back in its queue, due now, with a fresh retry budget and no
+  /// failure record or result (same id, task, arguments and options). Anything else is left
+  /// as it is (the report says why). Concurrent retries make one transition.
+  retry_report retry(const std::string& id);
+  /// Retries every failed message that `filter` matches (its states are ignored); returns how
+  /// many went back.
+  std::int64_t retry_matching(const message_filter& filter);
+
 private:
   struct impl;
   std::unique_ptr<impl> impl_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,117 @@ struct migration_report {
   int to_version = 0;
   /// The migrations applied, in order; empty when the area was up to date.
   std::vector<int> applied;
+};
+
+/// Whether a queue is paused (`troupe pause`, `resume`, `queue-status`).
+struct queue_control {
+  std::string queue;
+  bool paused = false;
+  /// Unix time in milliseconds of the last pause or resume that changed it; none when the queue
+  /// was never paused.
+  std::optional<std::int64_t> changed_at_ms;
+};
+
+/// What a cancel found (`troupe cancel`).
+enum class cancel_outcome {
+  /// No message has that id.
+  missing,
+  /// The message was queued (ready or delayed) and is cancelled now, or was cancelled already.
+  cancelled,
+  /// The message is held by a node: its cancel is requested. The node cancels it before it
+  /// starts, or tells its task (task_context::cancel_requested()).
+  requested,
+  /// The message had finished (done or failed): nothing changed.
+  terminal,
+};
+
+/// The stable name of a cancel outcome, as the CLI prints it: missing, cancelled, requested,
+/// terminal.
+const char* to_string(cancel_outcome o) noexcept;
+
+struct cancel_report {
+  std::string message_id;
+  cancel_outcome outcome = cancel_outcome::missing;
+  /// The row's state after the cancel (queued, running, done, failed, cancelled); empty when
+  /// missing.
+  std::string state;
+};
+
+/// A message's state and whether its cancel was requested (`troupe cancel-status`).
+struct cancel_state {
+  std::string message_id;
+  /// Empty when no message has that id.
+  std::string state;
+  bool requested = false;
+};
+
+/// Which messages an operation by filter (cancel, retry) takes: every field set must match.
+struct message_filter {
+  std::optional<std::string> queue;
+  std::optional<std::string> task;
+  /// For cancels: the states to cancel, among "queued" and "running" (empty: both).
+  std::vector<std::string> states;
+};
+
+/// What a cancel by filter did.
+struct cancel_counts {
+  /// Queued messages cancelled, and running ones whose cancel was requested.
+  std::int64_t cancelled = 0;
+  std::int64_t requested = 0;
+};
+
+/// A failed message (`troupe failed list` and `failed show`). Arguments and options only when
+/// asked for.
+struct failed_message {
+  std::string message_id;
+  std::string queue;
+  std::string task;
+  /// Attempts started (the last one failed, or was lost).
+  std::int32_t attempts = 0;
+  std::int32_t priority = 0;
+  /// The failure record (JSON object: type, text, time, attempt), or empty.
+  std::string error_json;
+  std::int64_t enqueued_at_ms = 0;
+  std::int64_t finished_at_ms = 0;
+  std::optional<std::string> args_json;
+  std::optional<std::string> options_json;
+};
+
+/// Which failed messages to list, and the page.
+struct failed_query {
+  std::optional<std::string> queue;
+  std::optional<std::string> task;
+  /// 1 to 1,000.
+  std::int32_t limit = 50;
+  /// The cursor: list the ids after this one (the last page's next_after).
+  std::optional<std::string> after;
+};
+
+/// One page of failed messages, in message-id order.
+struct failed_page {
+  std::vector<failed_message> items;
+  /// The cursor of the next page (the last id of this one) when more may follow; none on the
+  /// last page.
+  std::optional<std::string> next_after;
+};
+
+/// What a retry of a failed message did (`troupe retry`).
+enum class retry_outcome {
+  /// Back in its queue, due now.
+  retried,
+  /// No message has that id.
+  missing,
+  /// The message is not failed (queued, running, done, cancelled): nothing changed.
+  not_failed,
+};
+
+const char* to_string(retry_outcome o) noexcept;
+
+struct retry_report {
+  std::string message_id;
+  retry_outcome outcome = retry_outcome::missing;
+  /// The row's state after (queued when retried); empty when missing.
+  std::string state;
 };
 
 } // namespace troupe

@@ -41,6 +41,15 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// Thrown by task_context::check() once the message's cancel was requested (`troupe cancel`,
+/// admin::cancel). A task that lets it through fails its attempt, and the message is cancelled
+/// instead of retried; a task that catches it (or reads cancel_requested()), cleans up and
+/// returns completes normally.
+class cancellation_requested : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
 /// Thrown by a task to be retried after `delay` instead of the retry backoff (Dramatiq's
 /// `Retry(delay=...)`). Otherwise it is a failure like any other: never_retry_on and retry_when
 /// apply, it uses up a retry, and when retries are exhausted the message fails (and
@@ -78,18 +87,26 @@ struct task_context {
   /// Set by the node when it stops; only read when notify_shutdown holds.
   const std::atomic<bool>* shutting_down = nullptr;
   bool notify_shutdown = false;
+  /// Set by the node when the message's cancel is requested (within a second of the request,
+  /// on whichever node runs it).
+  const std::atomic<bool>* cancel_flag = nullptr;
 
-  /// Whether the task should stop now: its time limit passed, or the node is stopping and the
-  /// task asked to be told. C++ cannot interrupt a thread: long tasks call this (or check())
-  /// between steps.
+  /// Whether the message's cancel was requested while this attempt runs.
+  bool cancel_requested() const noexcept { return cancel_flag && cancel_flag->load(); }
+  /// Whether the task should stop now: its time limit passed, its cancel was requested, or the
+  /// node is stopping and the task asked to be told. C++ cannot interrupt a thread: long tasks
+  /// call this (or check()) between steps.
   bool stop_requested() const noexcept {
-    return std::chrono::steady_clock::now() >= deadline ||
+    return std::chrono::steady_clock::now() >= deadline || cancel_requested() ||
            (notify_shutdown && shutting_down && shutting_down->load());
   }
-  /// Throws time_limit_exceeded or shutdown_requested when stop_requested() holds.
+  /// Throws time_limit_exceeded, cancellation_requested or shutdown_requested when
+  /// stop_requested() holds.
   void check() const {
     if (std::chrono::steady_clock::now() >= deadline)
       throw time_limit_exceeded("the task ran past its time limit");
+    if (cancel_requested())
+      throw cancellation_requested("the message's cancel was requested");
     if (notify_shutdown && shutting_down && shutting_down->load())
       throw shutdown_requested("the worker node is shutting down");
   }

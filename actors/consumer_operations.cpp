@@ -1,0 +1,137 @@
+// The operations side of the consumer: a pause of its queue, cancel requests for the messages
+// it holds, and the starts of long attempts written to their rows.
+#include "actors/consumer_state.hpp"
+
+#include "troupe/log.hpp"
+
+#include <set>
+
+namespace troupe::actors::detail {
+
+using namespace std::chrono;
+
+namespace {
+
+// How long an attempt runs before its start is written to its row: one that ends sooner gets
+// its start with its outcome, in the same write.
+constexpr milliseconds start_write_delay{1000};
+
+} // namespace
+
+void on_pause(consumer_ptr self, bool paused) {
+  auto& st = self->state;
+  if (st.paused == paused)
+    return;
+  st.paused = paused;
+  if (paused) {
+    log().info("queue={} is paused: nothing more starts, prefetched messages go back",
+               st.settings.queue.name);
+    st.slots->take_back_all(st.ready); // sent to executors but not started
+    release_ready(self);               // with a claim in flight, once it ends
+    return;
+  }
+  log().info("queue={} is resumed", st.settings.queue.name);
+  if (st.stopping)
+    return;
+  st.claims.something_changed();
+  dispatch(self);
+  maybe_claim(self);
+}
+
+void on_cancels(consumer_ptr self, const std::vector<std::string>& ids) {
+  auto& st = self->state;
+  std::set<std::string> running;
+  std::set<std::string> held;
+  for (std::size_t i = 0; i < st.slots->size(); ++i) {
+    const auto& s = (*st.slots)[i];
+    if (s.running)
+      running.insert(s.running->id);
+    for (const auto& q : s.queued)
+      held.insert(q.message.id);
+  }
+  bool behind = false;
+  for (const auto& id : ids) {
+    st.cancels->request(id); // a running attempt's task sees it now
+    behind = behind || held.contains(id);
+  }
+  // Queued behind a running message: back to ready first. What an executor started meanwhile
+  // stays with it, and its task sees the request: either it never runs or it is told.
+  if (behind)
+    st.slots->take_back_all(st.ready);
+  for (const auto& id : ids) {
+    if (auto m = st.ready.take(id)) {
+      log().info("message={} cancelled before it started queue={}", id, st.settings.queue.name);
+      st.cancels->forget(id);
+      storage::outcome out;
+      out.id = id;
+      out.attempt = m->attempt;
+      out.state = storage::outcome_state::cancelled;
+      out.ran_ms = -1; // never started: the claim's attempt is taken back
+      st.claims.outcome_pending();
+      if (st.claims.must_hold(m->claim))
+        st.claims.hold(std::move(out));
+      else
+        send_outcome(self, std::move(out));
+    } else if (!running.contains(id)) {
+      bool now_running = false;
+      for (std::size_t i = 0; i < st.slots->size(); ++i)
+        now_running = now_running || ((*st.slots)[i].running && (*st.slots)[i].running->id == id);
+      if (!now_running)
+        st.cancels->forget(id); // not held here (any more): the next poll says again if it is
+    }
+  }
+  if (behind && !st.stopping)
+    dispatch(self);
+  else if (st.stopping)
+    finish_stop_if_idle(self);
+}
+
+void arm_starts_timer(consumer_ptr self) {
+  auto& st = self->state;
+  if (st.starts_timer)
+    return;
+  st.starts_timer = true;
+  self->delayed_send(self, start_write_delay, starts_atom_v);
+}
+
+void write_starts(consumer_ptr self) {
+  auto& st = self->state;
+  auto now = steady_clock::now();
+  std::vector<storage::started_attempt> due;
+  bool later = false;
+  for (std::size_t i = 0; i < st.slots->size(); ++i) {
+    auto& s = (*st.slots)[i];
+    if (!s.running || s.start_written)
+      continue;
+    auto ran = duration_cast<milliseconds>(now - s.started);
+    if (ran < start_write_delay) {
+      later = true;
+      continue;
+    }
+    // The claim of a message whose claim is not written yet (its outcome would be held): the
+    // row is still queued, and the write would find nothing; the next tick tries again.
+    if (st.claims.must_hold(s.running->claim)) {
+      later = true;
+      continue;
+    }
+    s.start_written = true;
+    due.push_back(storage::started_attempt{s.running->id, s.running->attempt, ran.count()});
+  }
+  if (later)
+    arm_starts_timer(self);
+  if (due.empty())
+    return;
+  auto count = due.size();
+  self
+    ->request(st.settings.storage, seconds(30), mark_started_atom_v, st.settings.node_id,
+              std::move(due))
+    .then([](std::int64_t) {},
+          [=](caf::error& err) {
+            // The row says "not started" a while longer: a crash now would hand the message
+            // back as if never claimed. The outcome, when it comes, writes the start anyway.
+            log().warn("could not write the start of {} attempt(s) queue={}: {}", count,
+                       self->state.settings.queue.name, describe(err));
+          });
+}
+
+} // namespace troupe::actors::detail

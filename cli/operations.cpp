@@ -1,0 +1,98 @@
+// The operations' verbs of the `troupe` command: pausing queues, cancelling messages, failed
+// messages and their retry. Each prints one JSON object on one line.
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+
+#include <iostream>
+
+namespace troupe::cli {
+
+namespace {
+
+constexpr int ok = 0;
+constexpr int refused = 1;
+
+} // namespace
+
+int run_operation(const command_line& cl, std::ostream& out, std::ostream& err) {
+  auto a = open_admin(cl);
+  switch (cl.what) {
+  case verb::pause:
+    out << format_queue_control_json(a.pause(cl.target)) << '\n';
+    return ok;
+  case verb::resume:
+    out << format_queue_control_json(a.resume(cl.target)) << '\n';
+    return ok;
+  case verb::queue_status: {
+    if (cl.target.empty()) {
+      out << format_queue_controls_json(a.queue_status()) << '\n';
+      return ok;
+    }
+    auto all = a.queue_status(cl.target);
+    out << format_queue_control_json(all.at(0)) << '\n';
+    return ok;
+  }
+  case verb::cancel: {
+    if (cl.target.empty()) {
+      out << format_cancel_counts_json(a.cancel_matching(cl.filter)) << '\n';
+      return ok;
+    }
+    auto r = a.cancel(cl.target);
+    out << format_cancel_json(r) << '\n';
+    if (r.outcome == cancel_outcome::missing) {
+      err << "troupe: no message has id " << cl.target << '\n';
+      return refused;
+    }
+    return ok;
+  }
+  case verb::cancel_status: {
+    auto s = a.cancel_status(cl.target);
+    out << format_cancel_state_json(s) << '\n';
+    if (s.state.empty()) {
+      err << "troupe: no message has id " << cl.target << '\n';
+      return refused;
+    }
+    return ok;
+  }
+  case verb::failed_list: {
+    failed_query q;
+    q.queue = cl.filter.queue;
+    q.task = cl.filter.task;
+    q.limit = cl.limit;
+    q.after = cl.after;
+    out << format_failed_page_json(a.failed(q)) << '\n';
+    return ok;
+  }
+  case verb::failed_show: {
+    auto m = a.show_failed(cl.target);
+    if (!cl.payload) {
+      m.args_json.reset();
+      m.options_json.reset();
+    }
+    out << format_failed_json(m) << '\n';
+    return ok;
+  }
+  case verb::retry: {
+    if (cl.target.empty()) {
+      out << R"({"retried":)" << a.retry_matching(cl.filter) << "}\n";
+      return ok;
+    }
+    auto r = a.retry(cl.target);
+    out << format_retry_json(r) << '\n';
+    if (r.outcome == retry_outcome::missing) {
+      err << "troupe: no message has id " << cl.target << '\n';
+      return refused;
+    }
+    if (r.outcome == retry_outcome::not_failed) {
+      err << "troupe: message " << cl.target << " is " << r.state
+          << ", not failed: only a failed message is retried\n";
+      return refused;
+    }
+    return ok;
+  }
+  default:
+    return refused;
+  }
+}
+
+} // namespace troupe::cli

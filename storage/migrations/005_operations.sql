@@ -1,0 +1,21 @@
+-- Troupe migration 5: operations. Queues can be paused, and messages cancelled.
+--   queue_control        one row per queue that was ever paused or resumed: whether it is
+--                        paused now, and since when. A queue without a row is not paused. Every
+--                        claim reads it, so nothing is claimed once a pause has committed.
+--   cancel_requested     set by a cancel: a queued message is cancelled at once; a running one
+--                        is stopped by its node before it starts, or its task is told; a
+--                        delivery of it that fails, or that a node hands back, is cancelled
+--                        instead of queued again.
+--   progress             what a running task last reported of its progress (a number or JSON).
+-- Adding the two columns changes only the table's description (their defaults are constants):
+-- it takes the queue table's strongest lock for a moment, once every transaction already using
+-- the table has ended, and rewrites nothing.
+CREATE TABLE IF NOT EXISTS {{t:queue_control}} (
+  queue_name text        PRIMARY KEY CHECK (octet_length(queue_name) BETWEEN 1 AND 47),
+  paused     boolean     NOT NULL DEFAULT false,
+  changed_at timestamptz NOT NULL DEFAULT now()
+);
+
+ALTER TABLE {{t:queue}}
+  ADD COLUMN IF NOT EXISTS cancel_requested boolean NOT NULL DEFAULT false,
+  ADD COLUMN IF NOT EXISTS progress jsonb;

@@ -1,0 +1,226 @@
+#include "storage/operations.hpp"
+
+#include "storage/naming.hpp"
+#include "storage/statements.hpp"
+#include "troupe/error.hpp"
+
+#include <fmt/format.h>
+
+namespace troupe::storage {
+
+namespace {
+
+std::optional<std::string> opt(const std::optional<std::string>& s) {
+  return s;
+}
+
+std::string bool_text(bool b) {
+  return b ? "true" : "false";
+}
+
+std::string states_literal(const message_filter& f) {
+  std::vector<std::string> states = f.states;
+  if (states.empty())
+    states = {"queued", "running"};
+  return array_literal(states);
+}
+
+} // namespace
+
+std::int64_t pause_lock_key(const area& a, const std::string& queue) {
+  // The area's lock class in the high half, an FNV-1a hash of the queue name in the low one.
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : queue) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  auto high = static_cast<std::uint64_t>(static_cast<std::uint32_t>(node_lock_class(a)));
+  return static_cast<std::int64_t>((high << 32) | h);
+}
+
+std::string claim_pause_gate_sql(const area& a, const std::string& queue) {
+  return fmt::format("SELECT pg_advisory_xact_lock_shared({})", pause_lock_key(a, queue));
+}
+
+queue_control set_queue_paused(connection& conn, const statement_set& stmts,
+                               const std::string& queue, bool paused) {
+  conn.begin("set_queue_paused");
+  try {
+    auto res = conn.run(stmts.get(sql::set_queue_paused),
+                        {queue, bool_text(paused), wake_channel(stmts.where())});
+    if (paused)
+      conn.run(stmts.get(sql::wait_for_claims),
+               {std::to_string(pause_lock_key(stmts.where(), queue))});
+    conn.commit("set_queue_paused");
+    queue_control out;
+    out.queue = queue;
+    out.paused = res.text(0, 0) == "t";
+    out.changed_at_ms = res.int64(0, 1);
+    return out;
+  } catch (...) {
+    conn.rollback_quietly();
+    throw;
+  }
+}
+
+std::vector<queue_control> queue_control_status(connection& conn, const statement_set& stmts,
+                                                const std::vector<std::string>& queues) {
+  params p{queues.empty() ? std::nullopt : std::optional<std::string>(array_literal(queues))};
+  auto res = conn.run(stmts.get(sql::queue_control_status), p);
+  std::vector<queue_control> out;
+  for (int r = 0; r < res.rows(); ++r) {
+    queue_control q;
+    q.queue = std::string(res.text(r, 0));
+    q.paused = res.text(r, 1) == "t";
+    if (!res.is_null(r, 2))
+      q.changed_at_ms = res.int64(r, 2);
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+control_state control_poll(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                           const std::vector<std::string>& queues) {
+  auto res =
+    conn.run(stmts.get(sql::control_poll), {std::to_string(node_id), array_literal(queues)});
+  control_state out;
+  for (int r = 0; r < res.rows(); ++r) {
+    if (res.text(r, 0) == "paused")
+      out.paused.emplace_back(res.text(r, 1));
+    else
+      out.cancels.emplace_back(std::string(res.text(r, 1)), std::string(res.text(r, 2)));
+  }
+  return out;
+}
+
+std::int64_t mark_started(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                          const std::vector<started_attempt>& attempts) {
+  if (attempts.empty())
+    return 0;
+  std::vector<std::string> ids, numbers, elapsed;
+  for (const auto& a : attempts) {
+    ids.push_back(a.id);
+    numbers.push_back(std::to_string(a.attempt));
+    elapsed.push_back(std::to_string(a.elapsed_ms));
+  }
+  return conn
+    .run(stmts.get(sql::mark_started), {std::to_string(node_id), array_literal(ids),
+                                        array_literal(numbers), array_literal(elapsed)})
+    .affected();
+}
+
+cancel_report cancel_message(connection& conn, const statement_set& stmts, const std::string& id) {
+  auto res = conn.run(stmts.get(sql::cancel_message),
+                      {id, results_channel(stmts.where()), wake_channel(stmts.where())});
+  cancel_report out;
+  out.message_id = id;
+  if (res.rows() == 0)
+    return out; // missing
+  auto before = res.text(0, 0);
+  out.state = std::string(res.text(0, 1));
+  if (before == "done" || before == "failed")
+    out.outcome = cancel_outcome::terminal;
+  else if (before == "running")
+    out.outcome = cancel_outcome::requested;
+  else
+    out.outcome = cancel_outcome::cancelled; // queued, or cancelled already
+  return out;
+}
+
+cancel_counts cancel_matching(connection& conn, const statement_set& stmts,
+                              const message_filter& filter, std::int32_t limit) {
+  auto res =
+    conn.run(stmts.get(sql::cancel_matching),
+             {opt(filter.queue), opt(filter.task), states_literal(filter),
+              results_channel(stmts.where()), std::to_string(limit), wake_channel(stmts.where())});
+  return cancel_counts{res.int64(0, 0), res.int64(0, 1)};
+}
+
+bool matching_left(connection& conn, const statement_set& stmts, const message_filter& filter) {
+  return conn
+           .run(stmts.get(sql::matching_left),
+                {opt(filter.queue), opt(filter.task), states_literal(filter)})
+           .text(0, 0) == "t";
+}
+
+cancel_state cancel_status(connection& conn, const statement_set& stmts, const std::string& id) {
+  auto res = conn.run(stmts.get(sql::cancel_status), {id});
+  cancel_state out;
+  out.message_id = id;
+  if (res.rows() > 0) {
+    out.state = std::string(res.text(0, 0));
+    out.requested = res.text(0, 1) == "t";
+  }
+  return out;
+}
+
+namespace {
+
+failed_message read_failed(const result& res, int r) {
+  failed_message m;
+  m.message_id = std::string(res.text(r, 0));
+  m.queue = std::string(res.text(r, 1));
+  m.task = std::string(res.text(r, 2));
+  m.attempts = static_cast<std::int32_t>(res.int64(r, 3));
+  if (!res.is_null(r, 4))
+    m.error_json = std::string(res.text(r, 4));
+  m.enqueued_at_ms = res.int64(r, 5);
+  m.finished_at_ms = res.is_null(r, 6) ? 0 : res.int64(r, 6);
+  if (!res.is_null(r, 7))
+    m.args_json = std::string(res.text(r, 7));
+  if (!res.is_null(r, 8))
+    m.options_json = std::string(res.text(r, 8));
+  m.priority = static_cast<std::int32_t>(res.int64(r, 9));
+  return m;
+}
+
+} // namespace
+
+failed_page failed_messages(connection& conn, const statement_set& stmts, const failed_query& q,
+                            bool payload) {
+  // One row more than the page tells whether another page follows.
+  auto res =
+    conn.run(stmts.get(sql::failed_messages), {opt(q.after), opt(q.queue), opt(q.task),
+                                               std::to_string(q.limit + 1), bool_text(payload)});
+  failed_page out;
+  for (int r = 0; r < res.rows() && r < q.limit; ++r)
+    out.items.push_back(read_failed(res, r));
+  if (res.rows() > q.limit && !out.items.empty())
+    out.next_after = out.items.back().message_id;
+  return out;
+}
+
+std::optional<failed_message> failed_message_by_id(connection& conn, const statement_set& stmts,
+                                                   const std::string& id, std::string& state) {
+  auto res = conn.run(stmts.get(sql::failed_message), {id});
+  state = res.rows() > 0 ? std::string(res.text(0, 10)) : std::string{};
+  if (state != "failed")
+    return std::nullopt;
+  return read_failed(res, 0);
+}
+
+retry_report retry_message(connection& conn, const statement_set& stmts, const std::string& id) {
+  auto res = conn.run(stmts.get(sql::retry_message), {id, wake_channel(stmts.where())});
+  retry_report out;
+  out.message_id = id;
+  if (res.rows() == 0)
+    return out;
+  if (res.text(0, 2) == "t") {
+    out.outcome = retry_outcome::retried;
+    out.state = "queued";
+  } else {
+    out.outcome = retry_outcome::not_failed;
+    out.state = std::string(res.text(0, 0));
+  }
+  return out;
+}
+
+std::int64_t retry_matching(connection& conn, const statement_set& stmts,
+                            const message_filter& filter, std::int32_t limit) {
+  return conn
+    .run(stmts.get(sql::retry_matching),
+         {opt(filter.queue), opt(filter.task), std::to_string(limit), wake_channel(stmts.where())})
+    .int64(0, 0);
+}
+
+} // namespace troupe::storage

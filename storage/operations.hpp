@@ -1,0 +1,68 @@
+// Typed calls of the operations' statements (storage/sql/operations.sql): pausing queues,
+// cancelling messages, failed messages and their retry, and what a worker node writes and
+// reads to honour them. The admin API and the node's actors call these; each throws
+// troupe::error. They need an area at migration 5 or later: callers check its version first.
+#pragma once
+
+#include "storage/connection.hpp"
+#include "storage/records.hpp"
+#include "troupe/admin_records.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe::storage {
+
+/// The transaction-scoped advisory lock a claim of `queue` holds shared and a pause of it
+/// exclusively: a lock of its own per area and queue (one 64-bit key; node liveness locks and
+/// the migration lock use two-key locks, which never clash with it).
+std::int64_t pause_lock_key(const area& a, const std::string& queue);
+/// The plain SQL a claim of `queue` runs first in its transaction, before its snapshot.
+std::string claim_pause_gate_sql(const area& a, const std::string& queue);
+
+/// Pauses or resumes `queue`. A pause waits for every claim of the queue in flight, and holds
+/// off new ones until it commits: once it returns, no claim takes a message of the queue.
+queue_control set_queue_paused(connection& conn, const statement_set& stmts,
+                               const std::string& queue, bool paused);
+/// The pause state of `queues`; with none, of every queue ever paused or resumed and every
+/// queue a registered node consumes.
+std::vector<queue_control> queue_control_status(connection& conn, const statement_set& stmts,
+                                                const std::vector<std::string>& queues);
+
+/// What a node must honour, from the control poll.
+struct control_state {
+  /// Of the node's queues, the paused ones.
+  std::vector<std::string> paused;
+  /// Messages the node holds whose cancel was requested: (queue, id).
+  std::vector<std::pair<std::string, std::string>> cancels;
+};
+control_state control_poll(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                           const std::vector<std::string>& queues);
+
+/// Writes the starts of `attempts`; returns how many rows took it.
+std::int64_t mark_started(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                          const std::vector<started_attempt>& attempts);
+
+cancel_report cancel_message(connection& conn, const statement_set& stmts, const std::string& id);
+/// One pass of a cancel by filter, over at most `limit` rows.
+cancel_counts cancel_matching(connection& conn, const statement_set& stmts,
+                              const message_filter& filter, std::int32_t limit);
+/// Whether a message that cancel_matching would change is left.
+bool matching_left(connection& conn, const statement_set& stmts, const message_filter& filter);
+cancel_state cancel_status(connection& conn, const statement_set& stmts, const std::string& id);
+
+/// A page of failed messages; `payload` adds their arguments and options.
+failed_page failed_messages(connection& conn, const statement_set& stmts, const failed_query& q,
+                            bool payload);
+/// The failed message `id` with its payload; none when it is missing or not failed (`state`
+/// then says which: empty, or the state it is in).
+std::optional<failed_message> failed_message_by_id(connection& conn, const statement_set& stmts,
+                                                   const std::string& id, std::string& state);
+
+retry_report retry_message(connection& conn, const statement_set& stmts, const std::string& id);
+/// One pass of a retry by filter, over at most `limit` rows; returns how many moved.
+std::int64_t retry_matching(connection& conn, const statement_set& stmts,
+                            const message_filter& filter, std::int32_t limit);
+
+} // namespace troupe::storage
