@@ -22,10 +22,10 @@ std::int32_t register_node(connection& conn, const statement_set& stmts, const n
   auto version = current_version(conn, stmts);
   if (version < oldest_node_version)
     throw error(errc::bug, fmt::format("area (schema \"{}\", prefix \"{}\") is at schema "
-                                       "version {} and this Troupe needs version {}: run "
-                                       "`troupe {}` first",
+                                       "version {} and this Troupe needs version {} or later: "
+                                       "run `troupe {}` first",
                                        stmts.where().schema, stmts.where().prefix, version,
-                                       latest_migration(), version == 0 ? "init" : "upgrade"));
+                                       oldest_node_version, version == 0 ? "init" : "upgrade"));
   // An area behind this Troupe but not too far: the node runs the statements of its version,
   // without the features of the migrations it lacks (the listener says which).
   if (version != stmts.version())
