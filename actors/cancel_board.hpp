@@ -37,10 +37,12 @@ public:
     running_[id] = f;
     return f;
   }
-  /// The executor's attempt of `id` ended.
-  void leave(const std::string& id) {
+  /// The executor's attempt of `id` ended (`f` is the flag its enter() gave: an abandoned
+  /// executor's late leave must not remove a later attempt's entry).
+  void leave(const std::string& id, const flag& f) {
     std::lock_guard lock{mutex_};
-    running_.erase(id);
+    if (auto i = running_.find(id); i != running_.end() && i->second == f)
+      running_.erase(i);
   }
   /// The consumer is done with `id` (settled, or cancelled before it started).
   void forget(const std::string& id) {

@@ -59,11 +59,37 @@ struct batcher_state {
   std::int64_t isolate = 0;
   milliseconds backoff{0};
   std::vector<flush_waiter> waiting;
+  // Outcomes up to this arrival number were of deliveries taken back while the node was
+  // declared dead: dropped, never written.
+  std::int64_t void_up_to = 0;
 };
 
 using batcher_ptr = batcher_actor::stateful_pointer<batcher_state>;
 
 void flush(batcher_ptr self);
+void answer_waiters(batcher_ptr self);
+
+// Drops the held outcomes of deliveries taken back from the node (see void_up_to); they count
+// as settled.
+void drop_void(batcher_ptr self) {
+  auto& st = self->state;
+  std::vector<caf::strong_actor_ptr> dropped;
+  auto i = std::remove_if(st.held.begin(), st.held.end(), [&](numbered_outcome& n) {
+    if (n.seq > st.void_up_to)
+      return false;
+    dropped.push_back(n.from);
+    return true;
+  });
+  st.held.erase(i, st.held.end());
+  if (dropped.empty())
+    return;
+  log().warn("dropping {} outcome(s): the node was declared dead while it had no lock and their "
+             "messages went back to their queues node={}",
+             dropped.size(), st.settings.node_id);
+  st.settled += static_cast<std::int64_t>(dropped.size());
+  tell_senders(dropped);
+  answer_waiters(self);
+}
 
 void answer_waiters(batcher_ptr self) {
   auto& st = self->state;
@@ -171,6 +197,7 @@ void flush(batcher_ptr self) {
           s.isolate = static_cast<std::int64_t>(taken.size());
         for (auto i = taken.rbegin(); i != taken.rend(); ++i)
           s.held.push_front(std::move(*i));
+        drop_void(self);
         s.backoff =
           std::min(milliseconds{5000}, s.backoff.count() == 0 ? milliseconds{50} : s.backoff * 2);
         log().warn("writing {} completions failed node={} statement=complete_batch error={}; "
@@ -207,6 +234,12 @@ batcher_actor::behavior_type batcher_impl(batcher_ptr self, batcher_settings set
       answer_waiters(self);
       flush(self);
       return rp;
+    },
+    [=](liveness_atom, bool held, bool reaped) {
+      if (!held || !reaped)
+        return;
+      self->state.void_up_to = self->state.received;
+      drop_void(self);
     },
     [=](poll_atom) {
       self->state.timer_armed = false;

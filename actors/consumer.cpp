@@ -132,7 +132,7 @@ void abandon_attempt(consumer_ptr self, std::size_t i) {
     }
     st.abandoned.push_back(st.slots->replace(i));
   }
-  if (st.stopping) {
+  if (st.stopping || st.paused) {
     release_ready(self);
     return;
   }

@@ -94,8 +94,8 @@ void on_claim_failed(consumer_ptr self, const caf::error& err) {
   log().warn("claim failed queue={} statement=claim_lock error={}; retrying in {}ms",
              st.settings.queue.name, describe(err), st.claims.backoff().count());
   recover_after_failed_claim(self);
-  if (st.stopping)
-    release_ready(self); // the stop left them for this claim's end
+  if (st.stopping || st.paused)
+    release_ready(self); // the stop or the pause left them for this claim's end
 }
 
 // After a failed claim (or in a replacement consumer): every outcome sent so far is written

@@ -76,8 +76,10 @@ void on_cancels(consumer_ptr self, const std::vector<std::string>& ids) {
       bool now_running = false;
       for (std::size_t i = 0; i < st.slots->size(); ++i)
         now_running = now_running || ((*st.slots)[i].running && (*st.slots)[i].running->id == id);
-      if (!now_running)
-        st.cancels->forget(id); // not held here (any more): the next poll says again if it is
+      // Not held here (any more): the next poll says again if it is. One queued behind a
+      // running message may be starting right now: its request stays until it settles.
+      if (!now_running && !held.contains(id))
+        st.cancels->forget(id);
     }
   }
   if (behind && !st.stopping)

@@ -56,7 +56,7 @@ void run_loop(const std::shared_ptr<shared_state>& s) {
     auto out =
       execute(*s->context.registry, msg, s->context.queue, s->context.stopping.get(), cancel.get());
     if (s->context.cancels)
-      s->context.cancels->leave(msg.id);
+      s->context.cancels->leave(msg.id, cancel);
     s->running_task = false;
     std::lock_guard guard{s->report_mutex};
     if (!s->report)

@@ -80,6 +80,32 @@ void maybe_vacuum(janitor_ptr self) {
       });
 }
 
+// The retention part of a pass (areas from migration 5 on): finished rows past their state's
+// window go, a bounded batch per pass. The pass ends with it.
+void maybe_purge(janitor_ptr self) {
+  auto& st = self->state;
+  const auto& k = st.settings.keep;
+  bool operations = st.settings.statements && st.settings.statements->version() >= 5;
+  if (!operations || (k.done_ms <= 0 && k.failed_ms <= 0 && k.cancelled_ms <= 0)) {
+    st.pass_running = false;
+    return;
+  }
+  self
+    ->request(st.settings.storage, seconds(30), purge_atom_v, k.done_ms, k.failed_ms,
+              k.cancelled_ms)
+    .then(
+      [=](std::int64_t gone) {
+        self->state.pass_running = false;
+        if (gone > 0)
+          log().info("janitor: purged {} finished row(s) past their retention", gone);
+      },
+      [=](caf::error& err) {
+        self->state.pass_running = false;
+        log().warn("janitor: retention pass failed statement=purge_finished error={}",
+                   describe(err));
+      });
+}
+
 } // namespace
 
 // A function with arguments, not a capturing lambda: CAF 0.17 dereferences a null argument
@@ -107,8 +133,8 @@ static janitor_actor::behavior_type janitor_impl(janitor_ptr self, janitor_setti
                   static_cast<std::int64_t>(st.settings.dead_node_grace.count()))
         .then(
           [=](const storage::reap_report& r) {
-            self->state.pass_running = false;
             report(self, r);
+            maybe_purge(self);
           },
           [=](caf::error& err) {
             self->state.pass_running = false;

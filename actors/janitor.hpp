@@ -2,6 +2,8 @@
 #pragma once
 
 #include "actors/protocol.hpp"
+#include "storage/records.hpp"
+#include "storage/statements.hpp"
 
 #include <chrono>
 
@@ -18,6 +20,11 @@ struct janitor_settings {
   /// Vacuum the queue table past this many dead row versions (plus 2 % of its live rows);
   /// 0 never (nor without `upkeep`).
   std::int32_t vacuum_dead_rows = 0;
+  /// How long finished rows are kept per state (0: forever); each pass purges up to 1,000 of
+  /// each state past its window (areas from migration 5 on).
+  storage::retention keep;
+  /// The area's statements: their version says whether the area has what retention needs.
+  storage::statement_set_ptr statements;
 };
 
 /// Spawns the janitor. Its first pass runs at once, then every interval (jittered by 10 %); a

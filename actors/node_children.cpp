@@ -75,6 +75,10 @@ std::vector<node_child> node_children(const node_options& options) {
     {"the janitor", starts::once_registered, on_death::escalate, stops::exit,
      [](caf::actor_system& sys, node_context& n, bool) {
        janitor_settings js{n.storage, n.options.janitor_interval, n.options.dead_node_grace};
+       js.keep =
+         storage::retention{n.options.retention_done.count(), n.options.retention_failed.count(),
+                            n.options.retention_cancelled.count()};
+       js.statements = n.statements;
        if (n.options.vacuum_dead_rows > 0) {
          js.upkeep = spawn_storage_actor(sys, storage_config(n, "troupe-node-upkeep"));
          js.vacuum_dead_rows = n.options.vacuum_dead_rows;

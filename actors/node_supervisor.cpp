@@ -308,6 +308,10 @@ node_supervisor_actor::behavior_type supervisor_impl(supervisor_ptr self, node_o
     [=](liveness_atom, bool held, bool reaped) {
       auto& s = self->state;
       s.node.lock_held = held;
+      // The batcher first: outcomes of taken-back deliveries must be gone before any consumer
+      // claims again.
+      if (s.node.batcher)
+        self->send(s.node.batcher, liveness_atom_v, held, reaped);
       for (auto* c : s.consumers())
         self->send(caf::actor_cast<consumer_actor>(c->handle), liveness_atom_v, held, reaped);
     },

@@ -1,6 +1,7 @@
 #include "actors/notify_listener.hpp"
 
 #include "storage/connection.hpp"
+#include "storage/migrations.hpp"
 #include "storage/naming.hpp"
 #include "storage/operations.hpp"
 #include "storage/queries.hpp"
@@ -27,6 +28,23 @@ constexpr milliseconds mailbox_check{50};
 // How often the listener checks that its session still holds the node's liveness lock, and
 // polls what the node must honour (paused queues, cancel requests).
 constexpr milliseconds lock_check{1000};
+
+// How often a node on an area behind this Troupe looks whether the area was upgraded.
+constexpr milliseconds version_check{60000};
+
+// An area upgraded while the node runs: from now on its statements are those of the new
+// version (pauses and cancels are honoured once the area has migration 5).
+void refresh_version(storage::connection& conn, const storage::statement_set& stmts) {
+  if (stmts.version() >= storage::latest_migration())
+    return;
+  auto v = std::min(storage::current_version(conn, stmts), storage::latest_migration());
+  if (v > stmts.version()) {
+    log().info("area (schema \"{}\", prefix \"{}\") is now at schema version {}: running its "
+               "statements",
+               stmts.where().schema, stmts.where().prefix, v);
+    stmts.use_version(v);
+  }
+}
 
 // The control poll (areas from migration 5 on): tells the node which of its queues are paused
 // and which of its messages had their cancel requested. A failure other than a lost connection
@@ -64,6 +82,7 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
   // claim nothing and start nothing until the lock is back.
   bool lock_held = true;
   auto next_lock_check = steady_clock::now() + lock_check;
+  auto next_version_check = steady_clock::now() + version_check;
   auto lock_lost = [&](const std::string& why) {
     conn.reset();
     if (!lock_held || node_id == 0)
@@ -109,9 +128,17 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
                        "queues and cancelling messages need version 5 (run `troupe upgrade`); "
                        "this node runs without them",
                        stmts.where().schema, stmts.where().prefix, stmts.version());
+          if (stmts.version() >= 5) {
+            auto missing = storage::missing_indexes(*conn, stmts);
+            if (!missing.empty())
+              log().warn("the area lacks index(es) {}: statements that read through them read "
+                         "far more rows (create them as docs/operations.md shows)",
+                         fmt::join(missing, ", "));
+          }
           self->send(s.node, registered_atom_v, node_id);
           poll_control(self, s, *conn, node_id);
         } else {
+          refresh_version(*conn, stmts);
           bool reaped = storage::reregister_node(*conn, stmts, s.identity, node_id);
           if (reaped)
             log().warn("node={} was declared dead while it had no lock: registered again; its "
@@ -158,6 +185,10 @@ void run_listener(caf::blocking_actor* self, listener_settings s) {
           continue;
         }
         control = true;
+        if (steady_clock::now() >= next_version_check) {
+          next_version_check = steady_clock::now() + version_check;
+          refresh_version(*conn, stmts);
+        }
       }
       if (control)
         poll_control(self, s, *conn, node_id);

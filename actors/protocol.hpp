@@ -25,6 +25,7 @@ CAF_ADD_ATOM(troupe_internal, troupe::actors, reap_atom, "reap")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, vacuum_atom, "vacuum")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, stats_atom, "stats")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, mark_started_atom, "markstart")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, purge_atom, "purge")
 // Reports between the node's actors.
 CAF_ADD_ATOM(troupe_internal, troupe::actors, locked_atom, "locked")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, executed_atom, "executed")
@@ -147,7 +148,10 @@ using storage_actor = storage_pool_actor::extend<
   // writes the starts of attempts of node `node_id` that still run (storage::mark_started);
   // replies with how many rows took it
   caf::replies_to<mark_started_atom, std::int32_t,
-                  std::vector<storage::started_attempt>>::with<std::int64_t>>;
+                  std::vector<storage::started_attempt>>::with<std::int64_t>,
+  // one retention pass: finished rows older than these windows (ms; done, failed, cancelled;
+  // 0 keeps them), up to 1,000 of each state; replies with how many went
+  caf::replies_to<purge_atom, std::int64_t, std::int64_t, std::int64_t>::with<std::int64_t>>;
 
 /// Claims and dispatches the messages of one queue on this node; the only owner of its
 /// in-flight set (actors/consumer.hpp).
@@ -185,6 +189,11 @@ using batcher_actor =
   caf::typed_actor<caf::reacts_to<complete_atom, storage::outcome>,
                    // write now; replies once every outcome received before it is settled
                    caf::replies_to<flush_atom>::with<std::int64_t>,
+                   // the node's liveness lock is back (held, reaped): when the node had been
+                   // declared dead, every outcome received so far is of a delivery the janitor
+                   // took back, and is dropped (a later claim may deliver the same message
+                   // with the same attempt number)
+                   caf::reacts_to<liveness_atom, bool, bool>,
                    // its own timer: the flush interval, or the backoff after a failed write
                    caf::reacts_to<poll_atom>>;
 

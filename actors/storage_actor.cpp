@@ -159,6 +159,12 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
       return st.guarded(
         [&](storage::connection& c) { return storage::mark_started(c, stmts, node, started); });
     },
+    [=, &st, &stmts](purge_atom, std::int64_t done, std::int64_t failed,
+                     std::int64_t cancelled) -> caf::result<std::int64_t> {
+      return st.guarded([&](storage::connection& c) {
+        return storage::purge_finished(c, stmts, storage::retention{done, failed, cancelled}, 1000);
+      });
+    },
   };
 }
 
@@ -253,6 +259,9 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
     },
     [=](mark_started_atom a, std::int32_t n, std::vector<storage::started_attempt>& started) {
       return self->delegate(self->state.pick(), a, n, std::move(started));
+    },
+    [=](purge_atom a, std::int64_t d, std::int64_t f, std::int64_t c) {
+      return self->delegate(self->state.pick(), a, d, f, c);
     },
   };
 }

@@ -221,6 +221,8 @@ struct operation_syntax {
   bool states;  // --state
   bool paging;  // --limit, --after
   bool payload; // --payload
+  // --older-than and --state (finished states) of purge, --queue and --yes of flush
+  bool maintenance = false;
 };
 
 constexpr operation_syntax operation_verbs[] = {
@@ -238,6 +240,11 @@ constexpr operation_syntax operation_verbs[] = {
    false, true},
   {"retry", verb::retry, operation_syntax::positional::message_id, false, true, false, false,
    false},
+  {"purge", verb::purge, operation_syntax::positional::none, false, false, false, false, false,
+   true},
+  {"recover", verb::recover, operation_syntax::positional::none, false, false, false, false, false},
+  {"flush", verb::flush, operation_syntax::positional::none, false, false, false, false, false,
+   true},
 };
 
 void parse_operation(argument_cursor& cur, command_line& cl, const operation_syntax& syn) {
@@ -285,6 +292,23 @@ void parse_operation(argument_cursor& cur, command_line& cl, const operation_syn
     } else if (syn.payload && opt.name == "--payload") {
       reject_value(opt);
       cl.payload = true;
+    } else if (syn.maintenance && syn.what == verb::purge && opt.name == "--older-than") {
+      cl.older_than = std::string(cur.value_of(opt));
+      if (cl.older_than.empty())
+        throw usage_error("option --older-than needs an interval, such as '30 days'");
+    } else if (syn.maintenance && syn.what == verb::purge && opt.name == "--state") {
+      auto state = std::string(cur.value_of(opt));
+      if (state != "done" && state != "failed" && state != "cancelled")
+        throw usage_error("option --state is \"" + echo(state) +
+                          "\": it must be done, failed or cancelled (repeat it for several)");
+      cl.filter.states.push_back(std::move(state));
+    } else if (syn.maintenance && syn.what == verb::flush && opt.name == "--queue") {
+      std::string queue(cur.value_of(opt));
+      validate([&] { validate_queue_name(queue); });
+      cl.filter.queue = std::move(queue);
+    } else if (syn.maintenance && syn.what == verb::flush && opt.name == "--yes") {
+      reject_value(opt);
+      cl.yes = true;
     } else {
       unknown_option(opt, name);
     }
@@ -299,6 +323,11 @@ void parse_operation(argument_cursor& cur, command_line& cl, const operation_syn
   if ((syn.what == verb::cancel || syn.what == verb::retry) && !has_target && !cl.filter.queue &&
       !cl.filter.task)
     throw usage_error(name + " needs a message id, or --queue and/or --task to choose many");
+  if (syn.what == verb::flush && !cl.filter.queue)
+    throw usage_error("flush needs --queue Q");
+  if (syn.what == verb::flush && !cl.yes)
+    throw usage_error("flush deletes every queued message of queue " + *cl.filter.queue +
+                      ": add --yes to confirm");
 }
 
 } // namespace
@@ -347,6 +376,10 @@ command_line parse_command_line(const std::vector<std::string_view>& args, const
     parse_stats_options(cur, cl);
   } else {
     std::string name(verb_name);
+    if (verb_name == "failed" && !cur.done() && is_help(split_option(cur.peek()).name)) {
+      cl.what = verb::help;
+      return cl;
+    }
     if (verb_name == "failed") {
       if (cur.done() || (cur.peek() != "list" && cur.peek() != "show"))
         throw usage_error("failed needs list or show: troupe failed list, troupe failed show ID");

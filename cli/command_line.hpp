@@ -37,6 +37,9 @@ enum class verb {
   failed_list,   ///< a page of failed messages
   failed_show,   ///< one failed message (`payload`: with its arguments and options)
   retry,         ///< retry failed message `target`, or what `filter` matches
+  purge,         ///< delete finished rows older than `older_than` (`filter.states`)
+  recover,       ///< put back the messages of dead nodes now
+  flush,         ///< delete the queued messages of `filter.queue` (`yes` given)
 };
 
 /// One parsed and validated command line.
@@ -61,6 +64,10 @@ struct command_line {
   std::optional<std::string> after;
   /// `--payload` of failed show.
   bool payload = false;
+  /// `--older-than` of purge (a PostgreSQL interval).
+  std::string older_than = "30 days";
+  /// `--yes` of flush.
+  bool yes = false;
 };
 
 /// Parses `args` (argv without the program name). `env_dsn` is $TROUPE_DSN, or nullptr when it

@@ -43,6 +43,12 @@ Verbs:
   retry ID                    run a failed message again, with a fresh retry budget
   retry [--queue Q] [--task T]
                               retry every failed message that matches
+  purge [--older-than I] [--state done|failed|cancelled]...
+                              delete finished rows older than the PostgreSQL
+                              interval I (default '30 days'), all three states
+                              by default
+  recover                     put back the messages of dead nodes now
+  flush --queue Q --yes       delete every queued message of queue Q
   help                        print this help
   version                     print Troupe's version
 
@@ -55,7 +61,7 @@ Global options (before the verb):
   --version      print Troupe's version
 
 Options take their value as "--opt VALUE" or "--opt=VALUE". The operations (pause to
-retry) print one JSON object; a message id that is missing, or a retry refused, exits 1.
+flush) print one JSON object; a message id that is missing, or a retry refused, exits 1.
 Exit status: 0 success, 1 runtime or database error, 2 usage error.
 )";
 

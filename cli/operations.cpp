@@ -3,6 +3,10 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 
+#include "troupe/json.hpp"
+
+#include <unistd.h>
+
 #include <iostream>
 
 namespace troupe::cli {
@@ -90,6 +94,27 @@ int run_operation(const command_line& cl, std::ostream& out, std::ostream& err) 
     }
     return ok;
   }
+  case verb::purge: {
+    // On a terminal, a running count on stderr (overwritten in place); never on a pipe.
+    bool tty = ::isatty(STDERR_FILENO) == 1;
+    auto gone = a.purge(cl.older_than, cl.filter.states, [&](std::int64_t total) {
+      if (tty)
+        err << "\rpurged " << total << " rows" << std::flush;
+    });
+    if (tty && gone > 0)
+      err << '\n';
+    out << R"({"purged":)" << gone << R"(,"older_than":)" << json_quote(cl.older_than) << "}\n";
+    return ok;
+  }
+  case verb::recover: {
+    auto r = a.recover();
+    out << R"({"dead_nodes":)" << r.dead_nodes << R"(,"recovered":)" << r.recovered << "}\n";
+    return ok;
+  }
+  case verb::flush:
+    out << R"({"queue":)" << json_quote(*cl.filter.queue) << R"(,"deleted":)"
+        << a.flush(*cl.filter.queue) << "}\n";
+    return ok;
   default:
     return refused;
   }

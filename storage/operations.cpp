@@ -48,14 +48,29 @@ queue_control set_queue_paused(connection& conn, const statement_set& stmts,
   try {
     auto res = conn.run(stmts.get(sql::set_queue_paused),
                         {queue, bool_text(paused), wake_channel(stmts.where())});
-    if (paused)
-      conn.run(stmts.get(sql::wait_for_claims),
-               {std::to_string(pause_lock_key(stmts.where(), queue))});
+    if (paused) {
+      // A claim that never ends (a frozen node's open transaction) must not hold the pause, and
+      // every claim queued behind it, for ever.
+      conn.exec("SET LOCAL lock_timeout = '10s'", "set_queue_paused");
+      try {
+        conn.run(stmts.get(sql::wait_for_claims),
+                 {std::to_string(pause_lock_key(stmts.where(), queue))});
+      } catch (const error& e) {
+        if (e.sqlstate() != "55P03")
+          throw;
+        throw error(errc::timeout,
+                    "pausing queue " + queue +
+                      " waited 10 s for a claim in flight to end (a node's transaction left "
+                      "open?): nothing changed, try again");
+      }
+    }
     conn.commit("set_queue_paused");
     queue_control out;
     out.queue = queue;
-    out.paused = res.text(0, 0) == "t";
-    out.changed_at_ms = res.int64(0, 1);
+    if (res.rows() > 0) { // none: a resume of a queue never paused
+      out.paused = res.text(0, 0) == "t";
+      out.changed_at_ms = res.int64(0, 1);
+    }
     return out;
   } catch (...) {
     conn.rollback_quietly();
@@ -215,12 +230,70 @@ retry_report retry_message(connection& conn, const statement_set& stmts, const s
   return out;
 }
 
+std::string database_now(connection& conn, const statement_set& stmts) {
+  return std::string(conn.run(stmts.get(sql::now), {}).text(0, 0));
+}
+
 std::int64_t retry_matching(connection& conn, const statement_set& stmts,
-                            const message_filter& filter, std::int32_t limit) {
+                            const message_filter& filter, std::int32_t limit,
+                            const std::string& begun) {
   return conn
     .run(stmts.get(sql::retry_matching),
-         {opt(filter.queue), opt(filter.task), std::to_string(limit), wake_channel(stmts.where())})
+         {opt(filter.queue), opt(filter.task), std::to_string(limit), wake_channel(stmts.where()),
+          begun})
     .int64(0, 0);
+}
+
+std::int64_t purge_finished(connection& conn, const statement_set& stmts, const retention& r,
+                            std::int32_t limit) {
+  std::int64_t total = 0;
+  for (auto [state, window] : {std::pair{"done", r.done_ms}, std::pair{"failed", r.failed_ms},
+                               std::pair{"cancelled", r.cancelled_ms}}) {
+    if (window <= 0)
+      continue;
+    total +=
+      conn
+        .run(stmts.get(sql::purge_finished), {state, std::to_string(window), std::to_string(limit),
+                                              std::to_string(node_lock_class(stmts.where()))})
+        .int64(0, 0);
+  }
+  return total;
+}
+
+std::int64_t purge_older(connection& conn, const statement_set& stmts,
+                         const std::vector<std::string>& states, const std::string& interval,
+                         std::int32_t limit) {
+  bool positive = false;
+  try {
+    positive = conn.run(stmts.get(sql::interval_positive), {interval}).text(0, 0) == "t";
+  } catch (const error& e) {
+    if (e.code() == errc::connection_lost)
+      throw;
+    throw error(errc::invalid_argument,
+                "\"" + interval + "\" is not a PostgreSQL interval (such as '30 days' or '12h')");
+  }
+  if (!positive)
+    throw error(errc::invalid_argument, "the age \"" + interval + "\" must be positive");
+  return conn
+    .run(stmts.get(sql::purge_older), {array_literal(states), interval, std::to_string(limit)})
+    .int64(0, 0);
+}
+
+std::int64_t flush_queue(connection& conn, const statement_set& stmts, const std::string& queue,
+                         std::int32_t limit) {
+  return conn.run(stmts.get(sql::flush_queue), {queue, std::to_string(limit)}).int64(0, 0);
+}
+
+std::vector<std::string> missing_indexes(connection& conn, const statement_set& stmts) {
+  const auto& a = stmts.where();
+  std::vector<std::string> wanted;
+  for (const char* name : {"queue_fetch_idx", "queue_running_idx", "queue_finished_idx"})
+    wanted.push_back(quote_identifier(a.schema) + "." + quote_identifier(a.prefix + name));
+  auto res = conn.run(stmts.get(sql::missing_indexes), {array_literal(wanted)});
+  std::vector<std::string> out;
+  for (int r = 0; r < res.rows(); ++r)
+    out.emplace_back(res.text(r, 0));
+  return out;
 }
 
 } // namespace troupe::storage

@@ -61,8 +61,27 @@ std::optional<failed_message> failed_message_by_id(connection& conn, const state
                                                    const std::string& id, std::string& state);
 
 retry_report retry_message(connection& conn, const statement_set& stmts, const std::string& id);
-/// One pass of a retry by filter, over at most `limit` rows; returns how many moved.
+/// One pass of a retry by filter, over at most `limit` rows that failed at or before `begun`
+/// (database_now() when the command began); returns how many moved.
 std::int64_t retry_matching(connection& conn, const statement_set& stmts,
-                            const message_filter& filter, std::int32_t limit);
+                            const message_filter& filter, std::int32_t limit,
+                            const std::string& begun);
+/// The database's now(), as text.
+std::string database_now(connection& conn, const statement_set& stmts);
+
+/// One retention pass: up to `limit` rows of each state past its window, unless another node
+/// purges at the same moment. Returns how many rows went.
+std::int64_t purge_finished(connection& conn, const statement_set& stmts, const retention& r,
+                            std::int32_t limit);
+/// One batch of `troupe purge`: up to `limit` finished rows of `states` older than `interval`
+/// (PostgreSQL's interval syntax, checked positive first: invalid_argument otherwise).
+std::int64_t purge_older(connection& conn, const statement_set& stmts,
+                         const std::vector<std::string>& states, const std::string& interval,
+                         std::int32_t limit);
+/// One batch of `troupe flush`: up to `limit` queued messages of `queue`.
+std::int64_t flush_queue(connection& conn, const statement_set& stmts, const std::string& queue,
+                         std::int32_t limit);
+/// The indexes a node needs that the area lacks (their names), for its warning at start.
+std::vector<std::string> missing_indexes(connection& conn, const statement_set& stmts);
 
 } // namespace troupe::storage

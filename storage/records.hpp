@@ -82,6 +82,13 @@ struct started_attempt {
   std::int64_t elapsed_ms = 0;
 };
 
+/// Retention windows per finished state, in milliseconds; 0 keeps that state's rows.
+struct retention {
+  std::int64_t done_ms = 0;
+  std::int64_t failed_ms = 0;
+  std::int64_t cancelled_ms = 0;
+};
+
 /// One claim's answer: the messages, and when the next delayed one becomes ready.
 struct claim_result {
   std::vector<claimed_message> messages;

@@ -43,9 +43,14 @@ struct admin::impl {
   }
 
   void require_initialized(storage::connection& c) {
-    if (storage::current_version(c, *stmts) == 0)
+    auto v = storage::current_version(c, *stmts);
+    if (v == 0)
       throw error(errc::not_found,
                   area_name(stmts->where()) + " is not initialized; run troupe init");
+    // The statements of the area's version (an older area runs those written for it).
+    if (v >= storage::oldest_node_version && v <= storage::latest_migration() &&
+        v != stmts->version())
+      stmts->use_version(v);
   }
 
   // Operations need migration 5: an older area is refused with what to run.
@@ -308,13 +313,70 @@ retry_report admin::retry(const std::string& given) {
   });
 }
 
+std::int64_t admin::purge(const std::string& older_than, const std::vector<std::string>& states,
+                          const std::function<void(std::int64_t)>& progress) {
+  std::vector<std::string> which = states;
+  if (which.empty())
+    which = {"done", "failed", "cancelled"};
+  for (const auto& st : which)
+    if (st != "done" && st != "failed" && st != "cancelled")
+      throw error(errc::invalid_argument,
+                  "state \"" + st + "\" is not one of done, failed, cancelled");
+  if (older_than.empty())
+    throw error(errc::invalid_argument, "the age of the rows to purge is empty");
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_initialized(c);
+    std::int64_t total = 0;
+    for (;;) {
+      auto n = storage::purge_older(c, *impl_->stmts, which, older_than, 10000);
+      total += n;
+      if (progress && n > 0)
+        progress(total);
+      if (n == 0)
+        break;
+    }
+    return total;
+  });
+}
+
+recover_report admin::recover() {
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_initialized(c);
+    // A first pass marks nodes whose lock is free; the second, with a grace below zero, finds
+    // them dead at once.
+    recover_report r;
+    for (int pass = 0; pass < 2; ++pass) {
+      auto rep = storage::reap_dead_nodes(c, *impl_->stmts, std::chrono::milliseconds{-1});
+      r.dead_nodes += rep.dead_nodes;
+      r.recovered += rep.recovered;
+    }
+    return r;
+  });
+}
+
+std::int64_t admin::flush(const std::string& queue) {
+  validate_queue_name(queue);
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_initialized(c);
+    std::int64_t total = 0;
+    for (;;) {
+      auto n = storage::flush_queue(c, *impl_->stmts, queue, 10000);
+      total += n;
+      if (n == 0)
+        break;
+    }
+    return total;
+  });
+}
+
 std::int64_t admin::retry_matching(const message_filter& filter) {
   validate_filter(message_filter{filter.queue, filter.task, {}}, false);
   return impl_->with_connection([&](storage::connection& c) {
     impl_->require_operations(c, "retrying messages");
     std::int64_t total = 0;
+    auto begun = storage::database_now(c, *impl_->stmts);
     for (;;) {
-      auto n = storage::retry_matching(c, *impl_->stmts, filter, 1000);
+      auto n = storage::retry_matching(c, *impl_->stmts, filter, 1000, begun);
       total += n;
       if (n == 0)
         break;

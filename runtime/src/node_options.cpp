@@ -84,6 +84,13 @@ void validate(const node_options& o) {
           fmt::format("node.completion-batch-size must be between 1 and 10000, got {}",
                       o.completion_batch_size));
   require_duration("node.completion-flush-interval", o.completion_flush_interval, 0ms, 10s);
+  for (auto [name, value] : {std::pair{"node.retention-done", o.retention_done},
+                             std::pair{"node.retention-failed", o.retention_failed},
+                             std::pair{"node.retention-cancelled", o.retention_cancelled}})
+    require(value == 0ms || (value >= 1min && value <= 87600h),
+            fmt::format("{} must be 0 (keep the rows) or between 1min and 87600h (ten years), "
+                        "got {}",
+                        name, spelled(value)));
   require(o.vacuum_dead_rows >= 0,
           fmt::format("node.vacuum-dead-rows must not be negative, got {}", o.vacuum_dead_rows));
 }

@@ -19,3 +19,16 @@ CREATE TABLE IF NOT EXISTS {{t:queue_control}} (
 ALTER TABLE {{t:queue}}
   ADD COLUMN IF NOT EXISTS cancel_requested boolean NOT NULL DEFAULT false,
   ADD COLUMN IF NOT EXISTS progress jsonb;
+
+-- Finished rows by state and age, for retention (the janitor's purge and `troupe purge`), so
+-- that a purge reads only what it deletes however much history is kept. Building it takes a
+-- lock that holds off writes to the queue table (not reads) until it is built: on a large
+-- table, build it first with CREATE INDEX CONCURRENTLY under this name (docs/operations.md),
+-- and this statement finds it and does nothing.
+CREATE INDEX IF NOT EXISTS {{n:queue_finished_idx}}
+  ON {{t:queue}} (state, finished_at) WHERE state IN ('done', 'failed', 'cancelled');
+
+-- Failed rows in message-id order, for `troupe failed list` and retries by filter: a page
+-- reads only failed rows however many others are kept. The same note on its lock applies.
+CREATE INDEX IF NOT EXISTS {{n:queue_failed_idx}}
+  ON {{t:queue}} (message_id) WHERE state = 'failed';

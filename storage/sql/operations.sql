@@ -29,10 +29,12 @@ SELECT 'cancel', q.queue_name, q.message_id::text
 -- name: set_queue_paused
 -- Pauses ($2 true) or resumes ($2 false) queue $1 and tells every node of the area (channel $3,
 -- payload "!" and the queue), a resume also wakes the queue's consumers. changed_at moves only
--- when the state does. Returns the state and when it last changed (Unix ms).
+-- when the state does, and a resume of a queue never paused writes nothing (no row comes
+-- back). Returns the state and when it last changed (Unix ms).
 WITH c AS (
   INSERT INTO {{t:queue_control}} AS c (queue_name, paused, changed_at)
-  VALUES ($1, $2::boolean, now())
+  SELECT $1, $2::boolean, now()
+   WHERE $2::boolean OR EXISTS (SELECT FROM {{t:queue_control}} x WHERE x.queue_name = $1)
   ON CONFLICT (queue_name) DO UPDATE
      SET paused = excluded.paused,
          changed_at = CASE WHEN c.paused = excluded.paused THEN c.changed_at
@@ -185,8 +187,10 @@ SELECT b.state::text, b.owner_node, EXISTS (SELECT FROM r),
   FROM b
 
 -- name: retry_matching
--- retry_message for up to $3 failed messages of queue $1 and task $2 (NULL: any), rows another
--- transaction holds are skipped. Returns how many moved, and wakes each of their queues once.
+-- retry_message for up to $3 failed messages of queue $1 and task $2 (NULL: any) that failed
+-- at or before $5 (when the command began: a message retried by it that fails again is not
+-- taken twice), rows another transaction holds are skipped. Returns how many moved, and wakes
+-- each of their queues once. Reads the failed index.
 WITH r AS (
   UPDATE {{t:queue}} q
      SET state = 'queued', attempts = 0, eta = now(), started_at = NULL, finished_at = NULL,
@@ -194,6 +198,7 @@ WITH r AS (
    WHERE q.ctid = ANY (ARRAY(
            SELECT f.ctid FROM {{t:queue}} f
             WHERE f.state = 'failed' AND f.owner_node IS NULL
+              AND f.finished_at <= $5::timestamptz
               AND ($1::text IS NULL OR f.queue_name = $1)
               AND ($2::text IS NULL OR f.task_name = $2)
             LIMIT $3
@@ -202,3 +207,63 @@ WITH r AS (
 SELECT (SELECT count(*) FROM r),
        (SELECT count(*) FROM (SELECT pg_notify($4, d.queue_name)
                                 FROM (SELECT DISTINCT queue_name FROM r) d) n)
+
+-- name: purge_finished
+-- Deletes up to $3 rows in state $1 (done, failed or cancelled) that finished more than $2
+-- milliseconds ago, oldest first, through the finished index, and returns how many. One node's
+-- janitor purges at a time: a pass that finds another's purge in progress (the transaction lock
+-- (lock class $4, -1)) deletes nothing. Rows another transaction holds are skipped.
+WITH gate AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($4::integer, -1) AS mine),
+gone AS (
+  DELETE FROM {{t:queue}}
+   WHERE ctid = ANY (ARRAY(
+           SELECT q.ctid FROM {{t:queue}} q
+            WHERE q.state = $1::text::{{t:state}}
+              AND q.finished_at < now() - $2::bigint * interval '1 millisecond'
+              AND (SELECT g.mine FROM gate g)
+            ORDER BY q.finished_at
+            LIMIT $3
+              FOR UPDATE SKIP LOCKED))
+  RETURNING 1)
+SELECT count(*) FROM gone
+
+-- name: purge_older
+-- `troupe purge`: deletes up to $3 finished rows in the states $1 that finished before now()
+-- minus the interval $2, oldest first, and returns how many.
+WITH gone AS (
+  DELETE FROM {{t:queue}}
+   WHERE ctid = ANY (ARRAY(
+           SELECT q.ctid FROM {{t:queue}} q
+            WHERE q.state = ANY ($1::text[]::{{t:state}}[])
+              AND q.finished_at < now() - $2::interval
+            ORDER BY q.finished_at
+            LIMIT $3
+              FOR UPDATE SKIP LOCKED))
+  RETURNING 1)
+SELECT count(*) FROM gone
+
+-- name: interval_positive
+-- Whether $1 is a valid, positive PostgreSQL interval (an error when it is not an interval).
+SELECT $1::interval > interval '0'
+
+-- name: flush_queue
+-- Deletes up to $2 queued messages (ready or delayed) of queue $1 through the fetch index and
+-- returns how many. Running ones are left alone.
+WITH gone AS (
+  DELETE FROM {{t:queue}}
+   WHERE ctid = ANY (ARRAY(
+           SELECT q.ctid FROM {{t:queue}} q
+            WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
+              AND q.state = 'queued'
+            LIMIT $2
+              FOR UPDATE SKIP LOCKED))
+  RETURNING 1)
+SELECT count(*) FROM gone
+
+-- name: missing_indexes
+-- Which of the indexes a node of this release reads through ($1, schema-qualified names) do
+-- not exist: a table without one of them still works, with statements that read far more.
+SELECT n FROM unnest($1::text[]) AS n WHERE to_regclass(n) IS NULL
+
+-- name: now
+SELECT now()::text

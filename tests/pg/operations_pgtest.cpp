@@ -403,4 +403,73 @@ CAF_TEST(an area without migration 5 refuses the operations and names the upgrad
   }
 }
 
+CAF_TEST(
+  purge deletes finished rows older than its age and flush deletes the queued messages of a queue) {
+  for (int i = 0; i < 6; ++i)
+    producer.enqueue(job(i));
+  for (int i = 0; i < 3; ++i)
+    producer.enqueue(job(i).on_queue("other"));
+  auto n = node();
+  auto claimed = claim_all(area.sql(), n);
+  CAF_REQUIRE_EQUAL(claimed.size(), 6u);
+  std::vector<storage::outcome> outs;
+  for (std::size_t i = 0; i < claimed.size(); ++i) {
+    storage::outcome o;
+    o.id = claimed[i].id;
+    o.attempt = claimed[i].attempt;
+    o.state = i < 4 ? storage::outcome_state::done : storage::outcome_state::failed;
+    if (i >= 4)
+      o.error_json = R"({"type":"x","text":"y","attempt":1})";
+    outs.push_back(o);
+  }
+  storage::complete_batch(area.sql(), area.statements(), n, outs);
+  // Two done and one failed row finished two days ago; the others now.
+  area.sql().exec(fmt::format("UPDATE {} SET finished_at = now() - interval '2 days' WHERE "
+                              "message_id IN ('{}', '{}', '{}')",
+                              area.queue_table(), claimed[0].id, claimed[1].id, claimed[4].id));
+  std::vector<std::int64_t> progress;
+  CAF_CHECK_EQUAL(ops.purge("1 day", {"done"}, [&](std::int64_t t) { progress.push_back(t); }), 2);
+  CAF_CHECK_EQUAL(progress, std::vector<std::int64_t>{2});
+  CAF_CHECK_EQUAL(ops.purge("1 day"), 1); // the failed one
+  CAF_CHECK_EQUAL(ops.purge("1 day"), 0);
+  CAF_CHECK_EQUAL(count("state IN ('done', 'failed')"), 3);
+  for (const char* bad : {"-1 day", "0", "soon"}) {
+    try {
+      ops.purge(bad);
+      CAF_FAIL("purge accepted the age " << bad);
+    } catch (const error& e) {
+      CAF_CHECK(e.code() == errc::invalid_argument);
+    }
+  }
+  // Flush: the queued messages of one queue, not its running ones, nor other queues'.
+  auto running = claim_all(area.sql(), n, "other");
+  CAF_REQUIRE_EQUAL(running.size(), 3u);
+  for (int i = 0; i < 4; ++i)
+    producer.enqueue(job(i).on_queue("other"));
+  producer.enqueue(job(9).with_delay(60s).on_queue("other"));
+  producer.enqueue(job(10));
+  CAF_CHECK_EQUAL(ops.flush("other"), 5);
+  CAF_CHECK_EQUAL(count("queue_name = 'other' AND state = 'running'"), 3);
+  CAF_CHECK_EQUAL(count("queue_name = 'default' AND state = 'queued'"), 1);
+}
+
+CAF_TEST(recover puts back the messages of a dead node at once) {
+  for (int i = 0; i < 3; ++i)
+    producer.enqueue(job(i));
+  {
+    auto doomed = storage::connection::open(area.dsn(), "doomed");
+    auto id = storage::register_node(doomed, area.statements(), who);
+    CAF_REQUIRE_EQUAL(claim_all(doomed, id).size(), 3u);
+  }
+  recover_report r;
+  CAF_CHECK(testkit::wait_until(
+    [&] {
+      r = ops.recover();
+      return r.dead_nodes == 1;
+    },
+    10s));
+  CAF_CHECK_EQUAL(r.recovered, 3);
+  CAF_CHECK_EQUAL(count("state = 'queued' AND attempts = 0"), 3);
+}
+
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -96,6 +96,7 @@ batcher_actor::behavior_type fake_batcher(batcher_actor::stateful_pointer<fake_b
   return {
     [=](complete_atom, storage::outcome& out) { self->state.outcomes.push_back(std::move(out)); },
     [=](flush_atom) { return std::int64_t{0}; },
+    [=](liveness_atom, bool, bool) {},
     [=](poll_atom) {},
   };
 }

@@ -113,6 +113,23 @@ public:
   /// many went back.
   std::int64_t retry_matching(const message_filter& filter);
 
+  // -- retention and maintenance --------------------------------------------------------
+
+  /// Deletes finished rows (of `states`, among done, failed and cancelled; empty: all three)
+  /// that finished longer ago than `older_than` (a PostgreSQL interval, such as "30 days"),
+  /// oldest first, in batches of 10,000; `progress` (when set) gets the running total after
+  /// each batch. Returns how many went. Results, failure records and the rows' state records
+  /// go with them; deduplication keys stay until they expire.
+  std::int64_t purge(const std::string& older_than, const std::vector<std::string>& states = {},
+                     const std::function<void(std::int64_t)>& progress = {});
+  /// Puts the messages of nodes that are dead now (their liveness lock is free) back in their
+  /// queues at once, without waiting for the grace a janitor gives them; a node whose listener
+  /// is reconnecting counts as dead too. Returns what the janitor pass found.
+  recover_report recover();
+  /// Deletes every queued message (ready or delayed) of `queue`, in batches; running ones are
+  /// left alone. Returns how many went.
+  std::int64_t flush(const std::string& queue);
+
 private:
   struct impl;
   std::unique_ptr<impl> impl_;

@@ -159,4 +159,11 @@ struct retry_report {
   std::string state;
 };
 
+/// What `troupe recover` did.
+struct recover_report {
+  /// Nodes found dead and removed, and the messages they held put back (or cancelled).
+  std::int64_t dead_nodes = 0;
+  std::int64_t recovered = 0;
+};
+
 } // namespace troupe

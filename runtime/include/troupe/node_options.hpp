@@ -19,6 +19,9 @@ inline constexpr std::int32_t storage_connections = 2;
 inline constexpr std::int32_t scheduler_threads = 1;
 inline constexpr std::chrono::milliseconds shutdown_grace{30000};
 inline constexpr std::chrono::milliseconds janitor_interval{2000};
+inline constexpr std::chrono::milliseconds retention_done{std::chrono::hours{24}};
+inline constexpr std::chrono::milliseconds retention_failed{std::chrono::hours{24 * 7}};
+inline constexpr std::chrono::milliseconds retention_cancelled{std::chrono::hours{24}};
 inline constexpr std::chrono::milliseconds dead_node_grace{3000};
 inline constexpr std::chrono::milliseconds time_limit_grace{5000};
 /// The listener reconnects at least this often, well within dead_node_grace.
@@ -79,6 +82,12 @@ struct node_options {
   /// The statement_timeout of every connection the node opens: no database call of the node
   /// waits longer than this for one statement (its vacuums have 30 s of their own).
   std::chrono::milliseconds statement_timeout = defaults::statement_timeout;
+  /// How long finished rows are kept, per state, after they finished: the janitor of one node
+  /// at a time deletes older ones, up to 1,000 of each state per pass. 0 keeps them (areas
+  /// from migration 5 on).
+  std::chrono::milliseconds retention_done = defaults::retention_done;
+  std::chrono::milliseconds retention_failed = defaults::retention_failed;
+  std::chrono::milliseconds retention_cancelled = defaults::retention_cancelled;
 };
 
 /// Throws troupe::error(invalid_argument) naming the first setting that breaks a rule: every
