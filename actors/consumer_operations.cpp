@@ -72,14 +72,10 @@ void on_cancels(consumer_ptr self, const std::vector<std::string>& ids) {
         st.claims.hold(std::move(out));
       else
         send_outcome(self, std::move(out));
-    } else if (!running.contains(id)) {
-      bool now_running = false;
-      for (std::size_t i = 0; i < st.slots->size(); ++i)
-        now_running = now_running || ((*st.slots)[i].running && (*st.slots)[i].running->id == id);
+    } else if (!running.contains(id) && !held.contains(id)) {
       // Not held here (any more): the next poll says again if it is. One queued behind a
       // running message may be starting right now: its request stays until it settles.
-      if (!now_running && !held.contains(id))
-        st.cancels->forget(id);
+      st.cancels->forget(id);
     }
   }
   if (behind && !st.stopping)

@@ -10,10 +10,6 @@ namespace troupe::storage {
 
 namespace {
 
-std::optional<std::string> opt(const std::optional<std::string>& s) {
-  return s;
-}
-
 std::string bool_text(bool b) {
   return b ? "true" : "false";
 }
@@ -146,15 +142,14 @@ cancel_counts cancel_matching(connection& conn, const statement_set& stmts,
                               const message_filter& filter, std::int32_t limit) {
   auto res =
     conn.run(stmts.get(sql::cancel_matching),
-             {opt(filter.queue), opt(filter.task), states_literal(filter),
-              results_channel(stmts.where()), std::to_string(limit), wake_channel(stmts.where())});
+             {filter.queue, filter.task, states_literal(filter), results_channel(stmts.where()),
+              std::to_string(limit), wake_channel(stmts.where())});
   return cancel_counts{res.int64(0, 0), res.int64(0, 1)};
 }
 
 bool matching_left(connection& conn, const statement_set& stmts, const message_filter& filter) {
   return conn
-           .run(stmts.get(sql::matching_left),
-                {opt(filter.queue), opt(filter.task), states_literal(filter)})
+           .run(stmts.get(sql::matching_left), {filter.queue, filter.task, states_literal(filter)})
            .text(0, 0) == "t";
 }
 
@@ -171,6 +166,7 @@ cancel_state cancel_status(connection& conn, const statement_set& stmts, const s
 
 namespace {
 
+// The columns failed_messages and failed_message share (the first eight).
 failed_message read_failed(const result& res, int r) {
   failed_message m;
   m.message_id = std::string(res.text(r, 0));
@@ -181,22 +177,16 @@ failed_message read_failed(const result& res, int r) {
     m.error_json = std::string(res.text(r, 4));
   m.enqueued_at_ms = res.int64(r, 5);
   m.finished_at_ms = res.is_null(r, 6) ? 0 : res.int64(r, 6);
-  if (!res.is_null(r, 7))
-    m.args_json = std::string(res.text(r, 7));
-  if (!res.is_null(r, 8))
-    m.options_json = std::string(res.text(r, 8));
-  m.priority = static_cast<std::int32_t>(res.int64(r, 9));
+  m.priority = static_cast<std::int32_t>(res.int64(r, 7));
   return m;
 }
 
 } // namespace
 
-failed_page failed_messages(connection& conn, const statement_set& stmts, const failed_query& q,
-                            bool payload) {
+failed_page failed_messages(connection& conn, const statement_set& stmts, const failed_query& q) {
   // One row more than the page tells whether another page follows.
-  auto res =
-    conn.run(stmts.get(sql::failed_messages), {opt(q.after), opt(q.queue), opt(q.task),
-                                               std::to_string(q.limit + 1), bool_text(payload)});
+  auto res = conn.run(stmts.get(sql::failed_messages),
+                      {q.after, q.queue, q.task, std::to_string(q.limit + 1)});
   failed_page out;
   for (int r = 0; r < res.rows() && r < q.limit; ++r)
     out.items.push_back(read_failed(res, r));
@@ -211,7 +201,10 @@ std::optional<failed_message> failed_message_by_id(connection& conn, const state
   state = res.rows() > 0 ? std::string(res.text(0, 10)) : std::string{};
   if (state != "failed")
     return std::nullopt;
-  return read_failed(res, 0);
+  auto m = read_failed(res, 0);
+  m.args_json = std::string(res.text(0, 8));
+  m.options_json = std::string(res.text(0, 9));
+  return m;
 }
 
 retry_report retry_message(connection& conn, const statement_set& stmts, const std::string& id) {
@@ -239,8 +232,7 @@ std::int64_t retry_matching(connection& conn, const statement_set& stmts,
                             const std::string& begun) {
   return conn
     .run(stmts.get(sql::retry_matching),
-         {opt(filter.queue), opt(filter.task), std::to_string(limit), wake_channel(stmts.where()),
-          begun})
+         {filter.queue, filter.task, std::to_string(limit), wake_channel(stmts.where()), begun})
     .int64(0, 0);
 }
 

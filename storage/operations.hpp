@@ -52,9 +52,8 @@ cancel_counts cancel_matching(connection& conn, const statement_set& stmts,
 bool matching_left(connection& conn, const statement_set& stmts, const message_filter& filter);
 cancel_state cancel_status(connection& conn, const statement_set& stmts, const std::string& id);
 
-/// A page of failed messages; `payload` adds their arguments and options.
-failed_page failed_messages(connection& conn, const statement_set& stmts, const failed_query& q,
-                            bool payload);
+/// A page of failed messages, without their arguments and options.
+failed_page failed_messages(connection& conn, const statement_set& stmts, const failed_query& q);
 /// The failed message `id` with its payload; none when it is missing or not failed (`state`
 /// then says which: empty, or the state it is in).
 std::optional<failed_message> failed_message_by_id(connection& conn, const statement_set& stmts,

@@ -287,7 +287,7 @@ failed_page admin::failed(const failed_query& query) {
   validate_filter(message_filter{query.queue, query.task, {}}, false);
   return impl_->with_connection([&](storage::connection& c) {
     impl_->require_initialized(c);
-    return storage::failed_messages(c, *impl_->stmts, q, false);
+    return storage::failed_messages(c, *impl_->stmts, q);
   });
 }
 

@@ -140,13 +140,11 @@ SELECT q.state::text, q.cancel_requested FROM {{t:queue}} q WHERE q.message_id =
 
 -- name: failed_messages
 -- Failed messages in message-id order after $1 (NULL: from the first), of queue $2 and task $3
--- when given, at most $4, with $5, their arguments and options too.
+-- when given, at most $4, without their arguments and options (failed_message has those).
+-- Reads the failed index.
 SELECT q.message_id::text, q.queue_name, q.task_name, q.attempts, q.error::text,
        (date_part('epoch', q.enqueued_at) * 1000)::bigint,
-       (date_part('epoch', q.finished_at) * 1000)::bigint,
-       CASE WHEN $5::boolean THEN q.args::text END,
-       CASE WHEN $5::boolean THEN q.options::text END,
-       q.priority
+       (date_part('epoch', q.finished_at) * 1000)::bigint, q.priority
   FROM {{t:queue}} q
  WHERE q.state = 'failed' AND ($1::uuid IS NULL OR q.message_id > $1::uuid)
    AND ($2::text IS NULL OR q.queue_name = $2) AND ($3::text IS NULL OR q.task_name = $3)
@@ -158,8 +156,8 @@ SELECT q.message_id::text, q.queue_name, q.task_name, q.attempts, q.error::text,
 -- the caller checks, no row when it is missing.
 SELECT q.message_id::text, q.queue_name, q.task_name, q.attempts, q.error::text,
        (date_part('epoch', q.enqueued_at) * 1000)::bigint,
-       (date_part('epoch', q.finished_at) * 1000)::bigint,
-       q.args::text, q.options::text, q.priority, q.state::text
+       (date_part('epoch', q.finished_at) * 1000)::bigint, q.priority,
+       q.args::text, q.options::text, q.state::text
   FROM {{t:queue}} q
  WHERE q.message_id = $1::uuid
 

@@ -55,16 +55,8 @@ CAF_TEST(two prefixes share one schema without touching each other) {
 CAF_TEST(migration 3 rebuilds the fetch index of an area at version 2 and keeps its messages) {
   testkit::scratch_area a;
   // A second area in the scratch schema, made by migrations 1 and 2 only.
-  area old{a.where().schema, "v2_"};
+  auto old = a.older_area("v2_", 2);
   auto stmts = storage::make_statement_set(old);
-  a.sql().run(stmts->get(storage::sql::create_versions_table), {});
-  for (const auto& m : storage::embedded::migrations()) {
-    if (m.number > 2)
-      continue;
-    a.sql().exec(storage::render_sql(m.text, old));
-    a.sql().run(stmts->get(storage::sql::record_version),
-                {std::to_string(m.number), std::string(m.name)});
-  }
   CAF_REQUIRE_EQUAL(storage::current_version(a.sql(), *stmts), 2);
   auto index = fmt::format("{}.v2_queue_fetch_idx", storage::quote_identifier(old.schema));
   auto definition = [&] {
@@ -106,16 +98,8 @@ CAF_TEST(migration 3 rebuilds the fetch index of an area at version 2 and keeps 
 CAF_TEST(migration 4 quarantines rows no claim could read and then refuses them at insert) {
   testkit::scratch_area a;
   // A second area in the scratch schema, made by migrations 1 to 3 only.
-  area old{a.where().schema, "v3_"};
+  auto old = a.older_area("v3_", 3);
   auto stmts = storage::make_statement_set(old);
-  a.sql().run(stmts->get(storage::sql::create_versions_table), {});
-  for (const auto& m : storage::embedded::migrations()) {
-    if (m.number > 3)
-      continue;
-    a.sql().exec(storage::render_sql(m.text, old));
-    a.sql().run(stmts->get(storage::sql::record_version),
-                {std::to_string(m.number), std::string(m.name)});
-  }
   auto table = fmt::format("{}.v3_queue", storage::quote_identifier(old.schema));
   task_ref<void(int)> job{"job"};
   client producer{client_options{a.dsn(), old}};

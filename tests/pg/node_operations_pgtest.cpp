@@ -323,16 +323,7 @@ CAF_TEST(the janitor purges finished rows past their retention) {
 }
 
 CAF_TEST(a node on an area without migration 5 runs as before) {
-  troupe::area old{area.where().schema, "v4_"};
-  auto stmts = storage::make_statement_set(old);
-  area.sql().run(stmts->get(storage::sql::create_versions_table), {});
-  for (const auto& m : storage::embedded::migrations()) {
-    if (m.number > 4)
-      continue;
-    area.sql().exec(storage::render_sql(m.text, old));
-    area.sql().run(stmts->get(storage::sql::record_version),
-                   {std::to_string(m.number), std::string(m.name)});
-  }
+  auto old = area.older_area("v4_", 4);
   auto node = spawn_worker_node(*sys, options(2, 4, old), tasks);
   wait_ready(node);
   client p{client_options{area.dsn(), old}};

@@ -382,16 +382,7 @@ CAF_TEST(a retry runs a failed message again with a fresh start and races make o
 }
 
 CAF_TEST(an area without migration 5 refuses the operations and names the upgrade) {
-  troupe::area old{area.where().schema, "v4_"};
-  auto stmts = storage::make_statement_set(old);
-  area.sql().run(stmts->get(storage::sql::create_versions_table), {});
-  for (const auto& m : storage::embedded::migrations()) {
-    if (m.number > 4)
-      continue;
-    area.sql().exec(storage::render_sql(m.text, old));
-    area.sql().run(stmts->get(storage::sql::record_version),
-                   {std::to_string(m.number), std::string(m.name)});
-  }
+  auto old = area.older_area("v4_", 4);
   admin a{admin_options{area.dsn(), old}};
   try {
     a.pause("default");

@@ -1,5 +1,6 @@
 #include "scratch_area.hpp"
 
+#include "storage/embedded_sql.hpp"
 #include "storage/migrations.hpp"
 #include "troupe/error.hpp"
 
@@ -63,6 +64,20 @@ scratch_area::~scratch_area() {
 std::string scratch_area::queue_table() const {
   return storage::quote_identifier(area_.schema) + "." +
          storage::quote_identifier(area_.prefix + "queue");
+}
+
+troupe::area scratch_area::older_area(const std::string& prefix, int version) {
+  troupe::area old{area_.schema, prefix};
+  auto stmts = storage::make_statement_set(old);
+  conn_.run(stmts->get(storage::sql::create_versions_table), {});
+  for (const auto& m : storage::embedded::migrations()) {
+    if (m.number > version)
+      continue;
+    conn_.exec(storage::render_sql(m.text, old));
+    conn_.run(stmts->get(storage::sql::record_version),
+              {std::to_string(m.number), std::string(m.name)});
+  }
+  return old;
 }
 
 std::int64_t scratch_area::scalar(const std::string& query) {

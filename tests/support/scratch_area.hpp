@@ -35,6 +35,9 @@ public:
   storage::connection& sql() { return conn_; }
   /// The queue table's quoted name.
   std::string queue_table() const;
+  /// A second area in this schema with table prefix `prefix`, made by the migrations up to
+  /// `version` only (an area a node of an earlier release left): for upgrade tests.
+  troupe::area older_area(const std::string& prefix, int version);
   /// The first column of the first row of `query` as an integer (0 when NULL).
   std::int64_t scalar(const std::string& query);
   /// The plan of `EXPLAIN query`, a line per row (statements prepared on sql() can be named
