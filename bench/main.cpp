@@ -51,6 +51,7 @@ const std::vector<std::pair<std::string, scenario_fn>>& scenarios() {
     {"memory", run_memory},
     {"memory-large", run_memory_large},
     {"claim-vs-history", run_claim_vs_history},
+    {"states-vs-history", run_states_vs_history},
   };
   return all;
 }

@@ -107,6 +107,7 @@ scenario_result run_sustained(bench_context& ctx);
 scenario_result run_memory(bench_context& ctx);
 scenario_result run_memory_large(bench_context& ctx);
 scenario_result run_claim_vs_history(bench_context& ctx);
+scenario_result run_states_vs_history(bench_context& ctx);
 
 /// The `node` subcommand: a worker node with the no-op task until SIGTERM (for `memory`).
 int run_node_command(const bench_options& options, const std::string& schema);

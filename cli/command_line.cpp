@@ -1,5 +1,7 @@
 #include "cli/command_line.hpp"
 
+#include "cli/arguments.hpp"
+
 #include "troupe/admin.hpp"
 #include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
@@ -11,77 +13,6 @@
 namespace troupe::cli {
 
 namespace {
-
-/// One option as typed: `--name value` or `--name=value`.
-struct option_token {
-  std::string_view name;
-  std::optional<std::string_view> inline_value;
-};
-
-bool is_option(std::string_view arg) {
-  return arg.size() > 1 && arg[0] == '-';
-}
-
-option_token split_option(std::string_view arg) {
-  if (arg.starts_with("--")) {
-    if (auto eq = arg.find('='); eq != std::string_view::npos)
-      return {arg.substr(0, eq), arg.substr(eq + 1)};
-  }
-  return {arg, std::nullopt};
-}
-
-bool is_help(std::string_view name) {
-  return name == "-h" || name == "--help";
-}
-
-bool is_global_option(std::string_view name) {
-  return name == "--dsn" || name == "--schema" || name == "--prefix";
-}
-
-/// Text typed by the user, safe to echo in an error: a DSN typed in the wrong place shows no
-/// password.
-std::string echo(std::string_view typed) {
-  return redact_secrets(typed);
-}
-
-/// Walks the arguments left to right; owns no data beyond the caller's vector.
-class argument_cursor {
-public:
-  explicit argument_cursor(const std::vector<std::string_view>& args) : args_(args) {}
-
-  bool done() const noexcept { return pos_ >= args_.size(); }
-  std::string_view peek() const { return args_[pos_]; }
-  std::string_view next() { return args_[pos_++]; }
-
-  /// The value of option `opt`: its `=value` part, or the next argument.
-  std::string_view value_of(const option_token& opt) {
-    if (opt.inline_value)
-      return *opt.inline_value;
-    if (done())
-      throw usage_error("option " + std::string(opt.name) + " needs a value");
-    return next();
-  }
-
-private:
-  const std::vector<std::string_view>& args_;
-  std::size_t pos_ = 0;
-};
-
-void reject_value(const option_token& opt) {
-  if (opt.inline_value)
-    throw usage_error("option " + std::string(opt.name) + " takes no value");
-}
-
-[[noreturn]] void unknown_option(const option_token& opt, std::string_view verb_name) {
-  std::string msg = "unknown option " + echo(opt.name) + " for " + std::string(verb_name);
-  if (is_global_option(opt.name))
-    msg += " (global options go before the verb)";
-  throw usage_error(msg);
-}
-
-[[noreturn]] void unexpected_argument(std::string_view arg, std::string_view verb_name) {
-  throw usage_error("unexpected argument " + echo(arg) + " for " + std::string(verb_name));
-}
 
 int parse_version(std::string_view text, std::string_view option) {
   int value = -1;
@@ -95,17 +26,6 @@ int parse_version(std::string_view text, std::string_view option) {
                       ", above this troupe's latest migration " +
                       std::to_string(admin::latest_version()));
   return value;
-}
-
-/// Runs a validator from troupe/area.hpp, turning its error (which quotes the value) into a
-/// usage error.
-template <class Validate>
-void validate(Validate&& check) {
-  try {
-    check();
-  } catch (const troupe::error& e) {
-    throw usage_error(echo(e.what()));
-  }
 }
 
 /// Refuses a malformed connection string before connecting, by the rule every part of Troupe
@@ -191,23 +111,6 @@ void parse_sql_options(argument_cursor& cur, command_line& cl) {
     throw usage_error("sql upgrade needs --from N, the version the area is at");
   cl.what = verb::sql_upgrade;
   cl.from_version = *from;
-}
-
-std::int32_t parse_limit(std::string_view text, std::string_view option) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < 1 ||
-      value > 1000)
-    throw usage_error("option " + std::string(option) + " needs an integer from 1 to 1000, got \"" +
-                      echo(text) + "\"");
-  return value;
-}
-
-std::string parse_message_id(std::string_view text, std::string_view what) {
-  std::string canonical;
-  if (!parse_uuid(text, canonical))
-    throw usage_error(std::string(what) + " \"" + echo(text) + "\" is not a message id (a UUID)");
-  return canonical;
 }
 
 /// The verbs of the operations: one positional argument (a queue or a message id, required or
@@ -374,6 +277,9 @@ command_line parse_command_line(const std::vector<std::string_view>& args, const
   } else if (verb_name == "stats") {
     cl.what = verb::stats;
     parse_stats_options(cur, cl);
+  } else if (verb_name == "states") {
+    cl.what = verb::states;
+    parse_states_options(cur, cl);
   } else {
     std::string name(verb_name);
     if (verb_name == "failed" && !cur.done() && is_help(split_option(cur.peek()).name)) {

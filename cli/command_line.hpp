@@ -5,6 +5,7 @@
 
 #include "troupe/admin_records.hpp"
 #include "troupe/area.hpp"
+#include "troupe/state_records.hpp"
 
 #include <optional>
 #include <stdexcept>
@@ -40,6 +41,7 @@ enum class verb {
   purge,         ///< delete finished rows older than `older_than` (`filter.states`)
   recover,       ///< put back the messages of dead nodes now
   flush,         ///< delete the queued messages of `filter.queue` (`yes` given)
+  states,        ///< `target`'s state, or a page (or the count) of what `states` matches
 };
 
 /// One parsed and validated command line.
@@ -68,6 +70,9 @@ struct command_line {
   std::string older_than = "30 days";
   /// `--yes` of flush.
   bool yes = false;
+  /// The filter, sort and page of `states` (`states.payload`: --payload), and its `--count`.
+  state_query states;
+  bool count = false;
 };
 
 /// Parses `args` (argv without the program name). `env_dsn` is $TROUPE_DSN, or nullptr when it

@@ -32,4 +32,8 @@ void run_stats(const command_line& cl, std::ostream& out);
 /// `err`).
 int run_operation(const command_line& cl, std::ostream& out, std::ostream& err);
 
+/// `troupe states` (cli/states_command.cpp): one message's state, a page of states or their
+/// count, as JSON. Returns 1 when the message asked for is missing.
+int run_states(const command_line& cl, std::ostream& out, std::ostream& err);
+
 } // namespace troupe::cli

@@ -49,6 +49,14 @@ Verbs:
                               by default
   recover                     put back the messages of dead nodes now
   flush --queue Q --yes       delete every queued message of queue Q
+  states ID [--payload]       one message's state record
+  states [FILTERS] [--sort COL] [--asc|--desc] [--limit N] [--after CURSOR |
+         --offset N] [--payload] [--count]
+                              a page of state records (default: newest first, 50),
+                              or with --count how many match; FILTERS are
+                              --status S, --task T, --queue Q, --id ID (each may
+                              repeat), --enqueued-from/--enqueued-to TIME and
+                              --finished-from/--finished-to TIME
   help                        print this help
   version                     print Troupe's version
 
@@ -61,7 +69,7 @@ Global options (before the verb):
   --version      print Troupe's version
 
 Options take their value as "--opt VALUE" or "--opt=VALUE". The operations (pause to
-flush) print one JSON object; a message id that is missing, or a retry refused, exits 1.
+states) print one JSON object; a message id that is missing, or a retry refused, exits 1.
 Exit status: 0 success, 1 runtime or database error, 2 usage error.
 )";
 
@@ -95,7 +103,8 @@ int run(const troupe::cli::command_line& cl) {
     troupe::cli::run_stats(cl, std::cout);
     break;
   default: {
-    auto status = troupe::cli::run_operation(cl, std::cout, std::cerr);
+    auto status = cl.what == verb::states ? troupe::cli::run_states(cl, std::cout, std::cerr)
+                                          : troupe::cli::run_operation(cl, std::cout, std::cerr);
     if (!std::cout.flush()) {
       report("cannot write to standard output");
       return exit_failure;

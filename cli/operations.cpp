@@ -78,7 +78,8 @@ int run_operation(const command_line& cl, std::ostream& out, std::ostream& err) 
   }
   case verb::retry: {
     if (cl.target.empty()) {
-      out << R"({"retried":)" << a.retry_matching(cl.filter) << "}\n";
+      auto n = a.retry_matching(cl.filter); // before any output: it may throw
+      out << R"({"retried":)" << n << "}\n";
       return ok;
     }
     auto r = a.retry(cl.target);
@@ -111,10 +112,11 @@ int run_operation(const command_line& cl, std::ostream& out, std::ostream& err) 
     out << R"({"dead_nodes":)" << r.dead_nodes << R"(,"recovered":)" << r.recovered << "}\n";
     return ok;
   }
-  case verb::flush:
-    out << R"({"queue":)" << json_quote(*cl.filter.queue) << R"(,"deleted":)"
-        << a.flush(*cl.filter.queue) << "}\n";
+  case verb::flush: {
+    auto n = a.flush(*cl.filter.queue); // before any output: it may throw
+    out << R"({"queue":)" << json_quote(*cl.filter.queue) << R"(,"deleted":)" << n << "}\n";
     return ok;
+  }
   default:
     return refused;
   }

@@ -279,7 +279,8 @@ std::int64_t flush_queue(connection& conn, const statement_set& stmts, const std
 std::vector<std::string> missing_indexes(connection& conn, const statement_set& stmts) {
   const auto& a = stmts.where();
   std::vector<std::string> wanted;
-  for (const char* name : {"queue_fetch_idx", "queue_running_idx", "queue_finished_idx"})
+  for (const char* name : {"queue_fetch_idx", "queue_running_idx", "queue_finished_idx",
+                           "queue_failed_idx", "queue_history_idx"})
     wanted.push_back(quote_identifier(a.schema) + "." + quote_identifier(a.prefix + name));
   auto res = conn.run(stmts.get(sql::missing_indexes), {array_literal(wanted)});
   std::vector<std::string> out;

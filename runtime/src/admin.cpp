@@ -1,5 +1,6 @@
 #include "troupe/admin.hpp"
 
+#include "runtime/src/admin_impl.hpp"
 #include "storage/connection.hpp"
 #include "storage/migrations.hpp"
 #include "storage/operations.hpp"
@@ -19,64 +20,6 @@
 #include <thread>
 
 namespace troupe {
-
-namespace {
-
-std::string area_name(const area& a) {
-  // Schema and prefix are validated identifiers ([a-z0-9_]): nothing to escape.
-  return a.prefix.empty() ? "schema " + a.schema
-                          : "schema " + a.schema + " (prefix \"" + a.prefix + "\")";
-}
-
-} // namespace
-
-struct admin::impl {
-  admin_options options;
-  storage::statement_set_ptr stmts;
-  std::optional<storage::shared_connection> conn;
-
-  // Runs `f` on the connection; a connection lost before or during `f` is reopened and `f`
-  // run once more (every admin call is a read, or migrations, which are idempotent).
-  template <class F>
-  auto with_connection(F&& f) -> decltype(f(std::declval<storage::connection&>())) {
-    return conn->with([&](storage::connection& c, bool) { return f(c); });
-  }
-
-  void require_initialized(storage::connection& c) {
-    auto v = storage::current_version(c, *stmts);
-    if (v == 0)
-      throw error(errc::not_found,
-                  area_name(stmts->where()) + " is not initialized; run troupe init");
-    // The statements of the area's version (an older area runs those written for it).
-    if (v >= storage::oldest_node_version && v <= storage::latest_migration() &&
-        v != stmts->version())
-      stmts->use_version(v);
-  }
-
-  // Operations need migration 5: an older area is refused with what to run.
-  void require_operations(storage::connection& c, const char* what) {
-    auto v = storage::current_version(c, *stmts);
-    if (v == 0)
-      require_initialized(c);
-    if (v < 5)
-      throw error(errc::invalid_argument,
-                  fmt::format("{} is at schema version {}, and {} needs version 5: run troupe "
-                              "upgrade",
-                              area_name(stmts->where()), v, what));
-  }
-
-  migration_report migrate(bool require_existing) {
-    return with_connection([&](storage::connection& c) {
-      migration_report r;
-      r.from_version = storage::current_version(c, *stmts);
-      if (require_existing && r.from_version == 0)
-        require_initialized(c);
-      r.applied = storage::migrate(c, *stmts);
-      r.to_version = storage::current_version(c, *stmts);
-      return r;
-    });
-  }
-};
 
 admin::admin(admin_options options) : impl_(std::make_unique<impl>()) {
   validate_area(options.area);
@@ -160,14 +103,6 @@ bool admin::wait_for_nodes(const std::string& queue, std::size_t count,
 }
 
 namespace {
-
-// The id in its canonical spelling; invalid_argument when it is not a UUID.
-std::string message_id(const std::string& id) {
-  std::string canonical;
-  if (!parse_uuid(id, canonical))
-    throw error(errc::invalid_argument, "message id \"" + id + "\" is not a UUID");
-  return canonical;
-}
 
 void validate_filter(const message_filter& f, bool states_allowed) {
   if (f.queue)

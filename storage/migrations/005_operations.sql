@@ -32,3 +32,10 @@ CREATE INDEX IF NOT EXISTS {{n:queue_finished_idx}}
 -- reads only failed rows however many others are kept. The same note on its lock applies.
 CREATE INDEX IF NOT EXISTS {{n:queue_failed_idx}}
   ON {{t:queue}} (message_id) WHERE state = 'failed';
+
+-- Finished rows by state and publication time, for the state queries (`troupe states`,
+-- admin::get_states): their default order (newest first), a page after a cursor and a range
+-- of publication times read only the rows they return, however much history is kept. The same
+-- note on its lock applies.
+CREATE INDEX IF NOT EXISTS {{n:queue_history_idx}}
+  ON {{t:queue}} (state, enqueued_at, message_id) WHERE state IN ('done', 'failed', 'cancelled');

@@ -11,6 +11,7 @@
 
 #include "troupe/admin_records.hpp"
 #include "troupe/area.hpp"
+#include "troupe/state_records.hpp"
 
 #include <chrono>
 #include <functional>
@@ -112,6 +113,17 @@ public:
   /// Retries every failed message that `filter` matches (its states are ignored); returns how
   /// many went back.
   std::int64_t retry_matching(const message_filter& filter);
+
+  // -- the state record (docs/operations.md, "The state record") ----------------------------
+
+  /// Message `id`'s state (with its arguments and options when `payload`), or none when no
+  /// message has that id.
+  std::optional<message_state> get_state(const std::string& id, bool payload = false);
+  /// One page of the states that `query.filter` matches, in `query.sort` order. invalid_argument
+  /// names a bad status, sort column, limit, offset, cursor or time bound.
+  state_page get_states(const state_query& query = {});
+  /// How many messages `filter` matches.
+  std::int64_t get_states_count(const state_filter& filter = {});
 
   // -- retention and maintenance --------------------------------------------------------
 
