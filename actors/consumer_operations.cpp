@@ -92,6 +92,41 @@ void arm_starts_timer(consumer_ptr self) {
   self->delayed_send(self, start_write_delay, starts_atom_v);
 }
 
+namespace {
+
+// The latest progress of each running attempt whose start is written (a row that says "not
+// started" takes none: its start comes with this tick's starts or a later one), in one write.
+void write_progress(consumer_ptr self) {
+  auto& st = self->state;
+  std::vector<storage::progress_update> updates;
+  for (std::size_t i = 0; i < st.slots->size(); ++i) {
+    auto& s = (*st.slots)[i];
+    if (!s.running || !s.start_written)
+      continue;
+    if (auto p = st.cancels->take_progress(s.running->id))
+      updates.push_back(storage::progress_update{s.running->id, s.running->attempt, *p});
+  }
+  if (updates.empty())
+    return;
+  auto count = updates.size();
+  self
+    ->request(st.settings.storage, seconds(30), progress_atom_v, st.settings.node_id,
+              std::move(updates))
+    .then([](std::int64_t) {},
+          [=](caf::error& err) {
+            // Progress is a report, not a promise: dropped, the task goes on, and its next
+            // report (or its outcome) writes a later value.
+            log().warn("could not write the progress of {} attempt(s) queue={}: {}", count,
+                       self->state.settings.queue.name, describe(err));
+          });
+}
+
+} // namespace
+
+void on_progress(consumer_ptr self) {
+  arm_starts_timer(self);
+}
+
 void write_starts(consumer_ptr self) {
   auto& st = self->state;
   auto now = steady_clock::now();
@@ -117,6 +152,7 @@ void write_starts(consumer_ptr self) {
   }
   if (later)
     arm_starts_timer(self);
+  write_progress(self);
   if (due.empty())
     return;
   auto count = due.size();

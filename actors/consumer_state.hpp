@@ -24,8 +24,9 @@ struct consumer_state {
   bool lock_held = true;     // the node holds its liveness lock: claims and starts are allowed
   bool paused = false;       // the queue is paused: nothing is claimed or started
   bool starts_timer = false; // a starts_atom is on its way
-  // The cancel requests its executors' tasks read.
-  std::shared_ptr<cancel_board> cancels = std::make_shared<cancel_board>();
+  // The cancel requests its executors' tasks read, and the progress they report (built with
+  // the actor, which it tells when progress waits).
+  std::shared_ptr<attempt_board> cancels;
   // The messages of a claim whose commit is unknown that never started: the recovery locks
   // them too, so that it waits for that claim's transaction to end.
   std::vector<storage::claimed_message> uncertain_unstarted;
@@ -78,6 +79,8 @@ void send_outcome(consumer_ptr self, storage::outcome out);
 // consumer_operations.cpp
 void on_pause(consumer_ptr self, bool paused);
 void on_cancels(consumer_ptr self, const std::vector<std::string>& ids);
+/// A task reported progress where none waited: the next starts write takes it.
+void on_progress(consumer_ptr self);
 void write_starts(consumer_ptr self);
 void arm_starts_timer(consumer_ptr self);
 

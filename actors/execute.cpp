@@ -177,12 +177,13 @@ namespace {
 
 storage::outcome execute_attempt(const task_registry& registry, const storage::claimed_message& msg,
                                  const std::string& queue, const std::atomic<bool>* shutting_down,
-                                 const std::atomic<bool>* cancelled,
+                                 const std::atomic<bool>* cancelled, progress_sink* progress,
                                  std::chrono::steady_clock::time_point began) {
   auto ctx = context_of(msg, queue);
   ctx.deadline = began + time_limit_of(registry, msg);
   ctx.shutting_down = shutting_down;
   ctx.cancel_flag = cancelled;
+  ctx.progress = progress;
   attempt a{ctx};
   a.task = registry.find(msg.task);
   a.registry = &registry;
@@ -240,9 +241,9 @@ storage::outcome execute_attempt(const task_registry& registry, const storage::c
 
 storage::outcome execute(const task_registry& registry, const storage::claimed_message& msg,
                          const std::string& queue, const std::atomic<bool>* shutting_down,
-                         const std::atomic<bool>* cancelled) {
+                         const std::atomic<bool>* cancelled, progress_sink* progress) {
   auto began = std::chrono::steady_clock::now();
-  auto out = execute_attempt(registry, msg, queue, shutting_down, cancelled, began);
+  auto out = execute_attempt(registry, msg, queue, shutting_down, cancelled, progress, began);
   out.ran_ms =
     std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began)
       .count();

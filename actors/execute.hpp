@@ -28,10 +28,12 @@ std::string failure_record(std::string_view type, std::string_view text, std::in
 /// retry. Follow-up messages (callbacks) travel with the outcome. The result is kept only when
 /// the task (or message) asks to store results.
 /// `shutting_down` and `cancelled` are the node's stop flag and this attempt's cancel flag
-/// (task_context). The outcome's ran_ms is how long the attempt took.
+/// (task_context), `progress` where its set_progress() goes. The outcome's ran_ms is how long
+/// the attempt took.
 storage::outcome execute(const task_registry& registry, const storage::claimed_message& msg,
                          const std::string& queue, const std::atomic<bool>* shutting_down = nullptr,
-                         const std::atomic<bool>* cancelled = nullptr);
+                         const std::atomic<bool>* cancelled = nullptr,
+                         progress_sink* progress = nullptr);
 
 /// The default time limit of an attempt (Dramatiq's): 10 minutes.
 inline constexpr std::chrono::milliseconds default_time_limit{600'000};

@@ -52,11 +52,15 @@ void run_loop(const std::shared_ptr<shared_state>& s) {
     const auto& msg = next.first;
     s->running_task = true;
     // execute() catches everything the task throws: no exception ever leaves it.
-    auto cancel = s->context.cancels ? s->context.cancels->enter(msg.id) : cancel_board::flag{};
-    auto out =
-      execute(*s->context.registry, msg, s->context.queue, s->context.stopping.get(), cancel.get());
+    auto handles =
+      s->context.cancels ? s->context.cancels->enter(msg.id) : attempt_board::handles{};
+    auto out = execute(*s->context.registry, msg, s->context.queue, s->context.stopping.get(),
+                       handles.cancel.get(), handles.progress_of.get());
     if (s->context.cancels)
-      s->context.cancels->leave(msg.id, cancel);
+      s->context.cancels->leave(msg.id, handles);
+    // The progress its node has not written goes with the outcome, in the same row version.
+    if (handles.progress_of)
+      out.progress_json = handles.progress_of->take().value_or(std::string{});
     s->running_task = false;
     std::lock_guard guard{s->report_mutex};
     if (!s->report)

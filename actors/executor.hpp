@@ -8,7 +8,7 @@
 // ends without reporting (see docs/middleware.md, "Time limits").
 #pragma once
 
-#include "actors/cancel_board.hpp"
+#include "actors/attempt_board.hpp"
 #include "storage/records.hpp"
 #include "troupe/task.hpp"
 
@@ -48,8 +48,9 @@ struct executor_context {
   std::string queue;
   /// Turns true when the node stops; tasks that asked see it through their task_context.
   std::shared_ptr<const std::atomic<bool>> stopping;
-  /// The consumer's cancel requests; each attempt's task_context reads its own flag there.
-  std::shared_ptr<cancel_board> cancels;
+  /// The consumer's cancel requests and its tasks' progress; each attempt's task_context reads
+  /// its own cancel flag and reports its progress there.
+  std::shared_ptr<attempt_board> cancels;
 };
 
 /// Where an executor reports an attempt's outcome. Called on the executor's thread, never

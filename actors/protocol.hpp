@@ -26,6 +26,7 @@ CAF_ADD_ATOM(troupe_internal, troupe::actors, vacuum_atom, "vacuum")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, stats_atom, "stats")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, mark_started_atom, "markstart")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, purge_atom, "purge")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, progress_atom, "progress")
 // Reports between the node's actors.
 CAF_ADD_ATOM(troupe_internal, troupe::actors, locked_atom, "locked")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, executed_atom, "executed")
@@ -65,6 +66,11 @@ typename Inspector::result_type inspect(Inspector& f, outcome& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, started_attempt& x) {
   return f(caf::meta::type_name("started_attempt"), x.id, x.attempt, x.elapsed_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, progress_update& x) {
+  return f(caf::meta::type_name("progress_update"), x.id, x.attempt, x.progress_json);
 }
 
 template <class Inspector>
@@ -149,6 +155,10 @@ using storage_actor = storage_pool_actor::extend<
   // replies with how many rows took it
   caf::replies_to<mark_started_atom, std::int32_t,
                   std::vector<storage::started_attempt>>::with<std::int64_t>,
+  // writes the progress of attempts of node `node_id` that still run (storage::write_progress);
+  // replies with how many rows took it
+  caf::replies_to<progress_atom, std::int32_t,
+                  std::vector<storage::progress_update>>::with<std::int64_t>,
   // one retention pass: finished rows older than these windows (ms; done, failed, cancelled;
   // 0 keeps them), up to 1,000 of each state; replies with how many went
   caf::replies_to<purge_atom, std::int64_t, std::int64_t, std::int64_t>::with<std::int64_t>>;
@@ -174,6 +184,8 @@ using consumer_actor = caf::typed_actor<
   // these messages (ids) had their cancel requested: one not started is cancelled and never
   // starts; a running one's task is told
   caf::reacts_to<cancels_atom, std::vector<std::string>>,
+  // a task reported progress where none waited: it is written with the next starts
+  caf::reacts_to<progress_atom>,
   // stop claiming, hand back prefetched messages, reply once nothing runs
   caf::replies_to<stop_atom>::with<consumer_report>,
   caf::replies_to<status_atom>::with<consumer_report>,

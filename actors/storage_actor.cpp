@@ -159,6 +159,12 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
       return st.guarded(
         [&](storage::connection& c) { return storage::mark_started(c, stmts, node, started); });
     },
+    [=, &st,
+     &stmts](progress_atom, std::int32_t node,
+             const std::vector<storage::progress_update>& updates) -> caf::result<std::int64_t> {
+      return st.guarded(
+        [&](storage::connection& c) { return storage::write_progress(c, stmts, node, updates); });
+    },
     [=, &st, &stmts](purge_atom, std::int64_t done, std::int64_t failed,
                      std::int64_t cancelled) -> caf::result<std::int64_t> {
       return st.guarded([&](storage::connection& c) {
@@ -259,6 +265,9 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
     },
     [=](mark_started_atom a, std::int32_t n, std::vector<storage::started_attempt>& started) {
       return self->delegate(self->state.pick(), a, n, std::move(started));
+    },
+    [=](progress_atom a, std::int32_t n, std::vector<storage::progress_update>& updates) {
+      return self->delegate(self->state.pick(), a, n, std::move(updates));
     },
     [=](purge_atom a, std::int64_t d, std::int64_t f, std::int64_t c) {
       return self->delegate(self->state.pick(), a, d, f, c);

@@ -120,6 +120,22 @@ std::int64_t mark_started(connection& conn, const statement_set& stmts, std::int
     .affected();
 }
 
+std::int64_t write_progress(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                            const std::vector<progress_update>& updates) {
+  if (updates.empty())
+    return 0;
+  std::vector<std::string> ids, numbers, values;
+  for (const auto& u : updates) {
+    ids.push_back(u.id);
+    numbers.push_back(std::to_string(u.attempt));
+    values.push_back(u.progress_json);
+  }
+  return conn
+    .run(stmts.get(sql::write_progress), {std::to_string(node_id), array_literal(ids),
+                                          array_literal(numbers), array_literal(values)})
+    .affected();
+}
+
 cancel_report cancel_message(connection& conn, const statement_set& stmts, const std::string& id) {
   auto res = conn.run(stmts.get(sql::cancel_message),
                       {id, results_channel(stmts.where()), wake_channel(stmts.where())});

@@ -44,6 +44,10 @@ control_state control_poll(connection& conn, const statement_set& stmts, std::in
 std::int64_t mark_started(connection& conn, const statement_set& stmts, std::int32_t node_id,
                           const std::vector<started_attempt>& attempts);
 
+/// Writes the progress of running attempts; returns how many rows took it.
+std::int64_t write_progress(connection& conn, const statement_set& stmts, std::int32_t node_id,
+                            const std::vector<progress_update>& updates);
+
 cancel_report cancel_message(connection& conn, const statement_set& stmts, const std::string& id);
 /// One pass of a cancel by filter, over at most `limit` rows.
 cancel_counts cancel_matching(connection& conn, const statement_set& stmts,

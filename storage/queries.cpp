@@ -388,6 +388,8 @@ std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::i
     results_channel(stmts.where()),
     column(outcomes, [](const outcome& o) { return std::to_string(o.ran_ms); }),
   };
+  if (stmts.version() >= 5) // the progress column
+    p.push_back(nullable_column(outcomes, [](const outcome& o) { return o.progress_json; }));
   bool any_follow_ups = std::any_of(outcomes.begin(), outcomes.end(),
                                     [](const outcome& o) { return !o.follow_ups.empty(); });
   if (!any_follow_ups)

@@ -69,6 +69,8 @@ struct outcome {
   /// How long the attempt ran, in milliseconds; negative for a message that never started (a
   /// cancel before its start). A row whose start was not written yet gets it from this.
   std::int64_t ran_ms = 0;
+  /// The progress the task reported last that its node has not written (JSON); empty: none.
+  std::string progress_json;
   /// Messages published in the same transaction as this outcome, only if it is written.
   std::vector<message> follow_ups;
 };
@@ -80,6 +82,14 @@ struct started_attempt {
   std::int32_t attempt = 0;
   /// How long it has run.
   std::int64_t elapsed_ms = 0;
+};
+
+/// The progress of an attempt that still runs, for its node to write (write_progress).
+struct progress_update {
+  std::string id;
+  /// The claim's attempt (the delivery token).
+  std::int32_t attempt = 0;
+  std::string progress_json;
 };
 
 /// Retention windows per finished state, in milliseconds; 0 keeps that state's rows.

@@ -14,6 +14,17 @@ UPDATE {{t:queue}} q
    AND q.message_id = s.id AND q.owner_node = $1 AND q.attempts = s.attempt
    AND q.state = 'running' AND q.started_at IS NULL
 
+-- name: write_progress
+-- The progress that tasks of node $1 reported while they run (ids $2 at their claims' attempts
+-- $3, values $4): one row version per message, for the latest value since the last write. A
+-- row whose delivery ended, or that the node no longer owns, is left alone.
+UPDATE {{t:queue}} q
+   SET progress = p.progress
+  FROM unnest($2::uuid[], $3::integer[], $4::jsonb[]) AS p(id, attempt, progress)
+ WHERE q.message_id = ANY ($2::uuid[])
+   AND q.message_id = p.id AND q.attempts = p.attempt AND q.owner_node = $1
+   AND q.state = 'running'
+
 -- name: control_poll
 -- What node $1 checks every second besides the notifications that tell it sooner: which of its
 -- queues ($2) are paused, and which of the messages it holds had their cancel requested. Reads

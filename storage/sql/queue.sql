@@ -175,7 +175,8 @@ SELECT ceil(extract(epoch FROM min(e.eta) - now()) * 1000)::bigint
 -- suite checks that the outcomes are read once.
 -- A retry of a message whose cancel was requested is cancelled instead ("its next start is
 -- cancelled"). $9 is how long each attempt ran (ms, negative for one that never started): an
--- attempt that ended before its node wrote its start gets started_at from it.
+-- attempt that ended before its node wrote its start gets started_at from it. $10 is the
+-- progress each task reported last and its node had not written (NULL: the row's stays).
 WITH written AS (
 UPDATE {{t:queue}} q
    SET state = c.state::{{t:state}}, -- before 5
@@ -191,13 +192,16 @@ UPDATE {{t:queue}} q
                     END,
        eta = CASE WHEN c.state = 'queued' THEN now() + c.retry_ms * interval '1 millisecond'
                   ELSE q.eta END,
+       progress = coalesce(c.progress, q.progress), -- since 5
        result = c.result,
        error = c.error
   FROM unnest($2::uuid[], $3::integer[], $4::text[], $5::jsonb[], $6::jsonb[], $7::bigint[],
               $9::bigint[],
+              $10::jsonb[], -- since 5
               array_fill($1::integer, ARRAY[cardinality($2::uuid[])]),
               array_fill('running'::{{t:state}}, ARRAY[cardinality($2::uuid[])]))
-       AS c(id, attempt, state, result, error, retry_ms, ran_ms, owner, running)
+       AS c(id, attempt, state, result, error, retry_ms, ran_ms, owner, running) -- before 5
+       AS c(id, attempt, state, result, error, retry_ms, ran_ms, progress, owner, running) -- since 5
  WHERE q.message_id = ANY ($2::uuid[])
    AND q.message_id = c.id AND q.owner_node = c.owner AND q.attempts = c.attempt
    AND q.state = c.running

@@ -24,6 +24,8 @@ inline constexpr std::int64_t max_delay_ms = 10LL * 365 * 24 * 3600 * 1000;
 inline constexpr std::int64_t max_option_ms = 365LL * 24 * 3600 * 1000;
 /// Most retries a message option may ask for.
 inline constexpr std::int64_t max_retries = 1'000'000;
+/// Largest progress a task reports (task_context::set_progress), as JSON text.
+inline constexpr std::size_t max_progress_bytes = 4096;
 /// Message timestamps: from the Unix epoch to the end of year 9999, in milliseconds.
 inline constexpr std::int64_t max_timestamp_ms = 253'402'300'799'999;
 

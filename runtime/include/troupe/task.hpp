@@ -68,6 +68,17 @@ private:
   std::chrono::milliseconds delay_;
 };
 
+/// Where a running task's progress goes (the node's; a task run outside a node has none, and
+/// its reports go nowhere). Implementations take the value and never block for long.
+class progress_sink {
+public:
+  /// `json` is valid JSON of at most limits::max_progress_bytes.
+  virtual void report(std::string json) noexcept = 0;
+
+protected:
+  ~progress_sink() = default;
+};
+
 /// What a running task can know about its message, and how it learns that it should stop.
 /// Owned by the executor running it.
 struct task_context {
@@ -90,6 +101,20 @@ struct task_context {
   /// Set by the node when the message's cancel is requested (within a second of the request,
   /// on whichever node runs it).
   const std::atomic<bool>* cancel_flag = nullptr;
+
+  /// Where set_progress() goes: set by the node.
+  progress_sink* progress = nullptr;
+
+  /// Reports how far the task is: a fraction from 0 to 1, or any JSON value (an object such as
+  /// {"done": 40, "of": 120}) of at most limits::max_progress_bytes. The state record shows the
+  /// latest value (`progress`): the node writes it once a second at most while the task runs,
+  /// and with its outcome, so a task may report in a tight loop. Never throws and never fails
+  /// the task: a fraction outside [0, 1], text that is not JSON, or a value too large is
+  /// dropped with a warning (once per attempt); a write the database refuses is dropped too.
+  void set_progress(double fraction) const noexcept;
+  void set_progress(std::string_view json) const noexcept;
+  /// Whether a dropped progress was warned about in this attempt (set_progress's).
+  mutable bool progress_warned = false;
 
   /// Whether the message's cancel was requested while this attempt runs.
   bool cancel_requested() const noexcept { return cancel_flag && cancel_flag->load(); }

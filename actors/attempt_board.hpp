@@ -1,0 +1,131 @@
+// What a consumer and the tasks its executors run tell each other while an attempt runs:
+// whether its cancel was requested (consumer to task), and the progress it reports (task to
+// consumer). Plain C++, shared by the consumer (its actor thread) and its executors (their
+// threads), under one mutex.
+//
+// The consumer requests a cancel of a message id; an executor that starts that message gets a
+// flag that is already set, and one that runs it has its flag set now. The task reads the flag
+// through its task_context (cancel_requested(), check()). Ids are forgotten when the message's
+// attempt is settled, or when the consumer cancels it before it started.
+//
+// Progress is coalesced: a task's set_progress() keeps only the latest value, and tells the
+// consumer (through `on_progress`) only when a value waits where none did; the consumer takes
+// the latest value of each running attempt when it writes, once a second at most.
+#pragma once
+
+#include "troupe/task.hpp"
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace troupe::actors {
+
+/// The latest progress of one attempt, not yet written.
+class progress_cell final : public progress_sink {
+public:
+  explicit progress_cell(std::function<void()> on_first) : on_first_(std::move(on_first)) {}
+
+  void report(std::string json) noexcept override {
+    bool first = false;
+    {
+      std::lock_guard lock{mutex_};
+      latest_ = std::move(json);
+      first = !waiting_;
+      waiting_ = true;
+    }
+    if (first && on_first_)
+      on_first_();
+  }
+  /// The value that waits, if any; none waits after.
+  std::optional<std::string> take() {
+    std::lock_guard lock{mutex_};
+    if (!waiting_)
+      return std::nullopt;
+    waiting_ = false;
+    return latest_;
+  }
+
+private:
+  std::mutex mutex_;
+  std::string latest_;
+  bool waiting_ = false;
+  std::function<void()> on_first_;
+};
+
+class attempt_board {
+public:
+  using flag = std::shared_ptr<std::atomic<bool>>;
+  using progress = std::shared_ptr<progress_cell>;
+
+  /// What an executor hands its task for one attempt.
+  struct handles {
+    flag cancel;
+    progress progress_of;
+  };
+
+  /// `on_progress` runs on the task's thread when an attempt's progress starts waiting.
+  explicit attempt_board(std::function<void()> on_progress = {})
+      : on_progress_(std::move(on_progress)) {}
+
+  /// The cancel of `id` is requested: its running attempt (if any) sees it now, one that starts
+  /// later sees it from its start.
+  void request(const std::string& id) {
+    std::lock_guard lock{mutex_};
+    requested_.insert(id);
+    if (auto i = running_.find(id); i != running_.end())
+      i->second.cancel->store(true);
+  }
+  /// An executor starts `id`: its flag (set when the cancel was requested already) and where
+  /// its progress goes.
+  handles enter(const std::string& id) {
+    handles h{std::make_shared<std::atomic<bool>>(false),
+              std::make_shared<progress_cell>(on_progress_)};
+    std::lock_guard lock{mutex_};
+    if (requested_.contains(id))
+      h.cancel->store(true);
+    running_[id] = h;
+    return h;
+  }
+  /// The executor's attempt of `id` ended (`h` is what its enter() gave: an abandoned
+  /// executor's late leave must not remove a later attempt's entry).
+  void leave(const std::string& id, const handles& h) {
+    std::lock_guard lock{mutex_};
+    if (auto i = running_.find(id); i != running_.end() && i->second.cancel == h.cancel)
+      running_.erase(i);
+  }
+  /// The consumer is done with `id` (settled, or cancelled before it started).
+  void forget(const std::string& id) {
+    std::lock_guard lock{mutex_};
+    requested_.erase(id);
+  }
+  bool requested(const std::string& id) const {
+    std::lock_guard lock{mutex_};
+    return requested_.contains(id);
+  }
+  /// The progress of `id`'s running attempt that waits to be written, if any.
+  std::optional<std::string> take_progress(const std::string& id) {
+    progress cell;
+    {
+      std::lock_guard lock{mutex_};
+      auto i = running_.find(id);
+      if (i == running_.end())
+        return std::nullopt;
+      cell = i->second.progress_of;
+    }
+    return cell->take();
+  }
+
+private:
+  mutable std::mutex mutex_;
+  std::function<void()> on_progress_;
+  std::unordered_set<std::string> requested_;
+  std::unordered_map<std::string, handles> running_;
+};
+
+} // namespace troupe::actors
