@@ -2,6 +2,7 @@
 #include "scenarios.hpp"
 
 #include "storage/migrations.hpp"
+#include "storage/operations.hpp"
 #include "storage/statements.hpp"
 
 #include <troupe/error.hpp>
@@ -62,6 +63,8 @@ area bench_context::fresh_area(const std::string& scenario) {
   conn.exec("DROP SCHEMA IF EXISTS " + storage::quote_identifier(schema) + " CASCADE");
   auto stmts = storage::make_statement_set(where);
   storage::migrate(conn, *stmts);
+  if (opts_.attempt_history)
+    storage::set_attempt_history(conn, *stmts, true);
   return where;
 }
 

@@ -5,7 +5,7 @@
 //   build/bin/troupe-bench [SCENARIO...|all] [--dsn DSN] [--json] [--quick] [--tasks N]
 //                          [--concurrency N] [--prefetch N] [--storage-connections N]
 //                          [--scheduler-threads N]
-//                          [--rate N] [--duration S] [--explain]
+//                          [--rate N] [--duration S] [--explain] [--attempt-history]
 //   build/bin/troupe-bench node --dsn DSN --schema S [--concurrency N] [--prefetch N]
 //                               [--scheduler-threads N]
 #include "local_postgres.hpp"
@@ -68,6 +68,7 @@ constexpr const char* usage =
   "                    [--concurrency N] [--prefetch N] [--storage-connections N]\n"
   "                    [--scheduler-threads N]\n"
   "                    [--rate PER_SECOND] [--duration SECONDS] [--explain]\n"
+  "                    [--attempt-history]\n"
   "       troupe-bench node --dsn DSN --schema SCHEMA [--concurrency N] [--prefetch N]\n"
   "                         [--scheduler-threads N]\n"
   "scenarios: ";
@@ -130,6 +131,8 @@ command_line parse(int argc, char** argv) {
       o.quick = true;
     else if (arg == "--explain" && !cl.node)
       o.explain = true;
+    else if (arg == "--attempt-history" && !cl.node)
+      o.attempt_history = true;
     else if (arg == "--tasks" && !cl.node)
       o.tasks = parse_integer(arg, value(), 1, 100'000'000);
     else if (arg == "--concurrency")

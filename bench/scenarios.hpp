@@ -32,6 +32,8 @@ struct bench_options {
   bool json = false;
   bool quick = false;
   bool explain = false;
+  /// Every scenario's area keeps attempt history (off by default, as in a new area).
+  bool attempt_history = false;
   /// Overrides each scenario's own task count.
   std::optional<std::int64_t> tasks;
   std::int32_t concurrency = 8;

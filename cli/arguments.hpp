@@ -68,5 +68,7 @@ std::string parse_message_id(std::string_view text, std::string_view what);
 
 /// The options of `troupe states` (cli/states_command.cpp), after the verb.
 void parse_states_options(argument_cursor& cur, command_line& cl);
+/// `troupe history SUB ...` (cli/history_command.cpp), after the verb.
+void parse_history_options(argument_cursor& cur, command_line& cl);
 
 } // namespace troupe::cli

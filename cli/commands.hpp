@@ -36,4 +36,7 @@ int run_operation(const command_line& cl, std::ostream& out, std::ostream& err);
 /// count, as JSON. Returns 1 when the message asked for is missing.
 int run_states(const command_line& cl, std::ostream& out, std::ostream& err);
 
+/// `troupe history list|purge|enable|disable|status` (cli/history_command.cpp), as JSON.
+int run_history(const command_line& cl, std::ostream& out);
+
 } // namespace troupe::cli

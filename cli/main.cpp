@@ -57,6 +57,12 @@ Verbs:
                               --status S, --task T, --queue Q, --id ID (each may
                               repeat), --enqueued-from/--enqueued-to TIME and
                               --finished-from/--finished-to TIME
+  history enable|disable|status
+                              turn the area's attempt history on or off, or show it
+  history list ID [--after N] [--limit N]
+                              a message's attempts (one per started execution)
+  history purge --max-age I   delete attempt records that started more than the
+                              PostgreSQL interval I ago
   help                        print this help
   version                     print Troupe's version
 
@@ -78,6 +84,12 @@ Exit status: 0 success, 1 runtime or database error, 2 usage error.
 /// before libpq can quote pieces of it.
 void report(std::string_view message) {
   std::cerr << "troupe: " << troupe::cli::terminal_safe(message) << '\n';
+}
+
+bool is_history(troupe::cli::verb v) {
+  using troupe::cli::verb;
+  return v == verb::history_list || v == verb::history_purge || v == verb::history_on ||
+         v == verb::history_off || v == verb::history_status;
 }
 
 int run(const troupe::cli::command_line& cl) {
@@ -104,6 +116,7 @@ int run(const troupe::cli::command_line& cl) {
     break;
   default: {
     auto status = cl.what == verb::states ? troupe::cli::run_states(cl, std::cout, std::cerr)
+                  : is_history(cl.what)   ? troupe::cli::run_history(cl, std::cout)
                                           : troupe::cli::run_operation(cl, std::cout, std::cerr);
     if (!std::cout.flush()) {
       report("cannot write to standard output");

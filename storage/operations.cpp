@@ -268,9 +268,11 @@ std::int64_t purge_finished(connection& conn, const statement_set& stmts, const 
   return total;
 }
 
-std::int64_t purge_older(connection& conn, const statement_set& stmts,
-                         const std::vector<std::string>& states, const std::string& interval,
-                         std::int32_t limit) {
+namespace {
+
+// invalid_argument unless `interval` is a positive PostgreSQL interval.
+void check_positive_interval(connection& conn, const statement_set& stmts,
+                             const std::string& interval) {
   bool positive = false;
   try {
     positive = conn.run(stmts.get(sql::interval_positive), {interval}).text(0, 0) == "t";
@@ -282,9 +284,75 @@ std::int64_t purge_older(connection& conn, const statement_set& stmts,
   }
   if (!positive)
     throw error(errc::invalid_argument, "the age \"" + interval + "\" must be positive");
+}
+
+history_setting read_setting(const result& res) {
+  history_setting out;
+  if (res.rows() > 0) {
+    out.enabled = res.text(0, 0) == "t";
+    out.changed_at_ms = res.int64(0, 1);
+  }
+  return out;
+}
+
+} // namespace
+
+std::int64_t purge_older(connection& conn, const statement_set& stmts,
+                         const std::vector<std::string>& states, const std::string& interval,
+                         std::int32_t limit) {
+  check_positive_interval(conn, stmts, interval);
   return conn
     .run(stmts.get(sql::purge_older), {array_literal(states), interval, std::to_string(limit)})
     .int64(0, 0);
+}
+
+history_setting attempt_history_setting(connection& conn, const statement_set& stmts) {
+  return read_setting(conn.run(stmts.get(sql::attempt_history_setting), {}));
+}
+
+history_setting set_attempt_history(connection& conn, const statement_set& stmts, bool on) {
+  return read_setting(conn.run(stmts.get(sql::set_attempt_history), {bool_text(on)}));
+}
+
+attempt_page attempt_history(connection& conn, const statement_set& stmts, const std::string& id,
+                             std::optional<std::int64_t> after, std::int32_t limit) {
+  // One row more than the page tells whether another page follows.
+  auto res =
+    conn.run(stmts.get(sql::attempt_history),
+             {id, after ? std::optional<std::string>(std::to_string(*after)) : std::nullopt,
+              std::to_string(limit + 1)});
+  attempt_page out;
+  for (int r = 0; r < res.rows() && r < limit; ++r) {
+    attempt_record a;
+    if (!res.is_null(r, 0))
+      a.attempt_id = res.int64(r, 0);
+    a.message_id = std::string(res.text(r, 1));
+    a.attempt = static_cast<std::int32_t>(res.int64(r, 2));
+    a.queue = std::string(res.text(r, 3));
+    a.task = std::string(res.text(r, 4));
+    if (!res.is_null(r, 5))
+      a.node_id = static_cast<std::int32_t>(res.int64(r, 5));
+    a.started_at_ms = res.int64(r, 6);
+    if (!res.is_null(r, 7))
+      a.finished_at_ms = res.int64(r, 7);
+    if (!res.is_null(r, 8))
+      a.outcome = std::string(res.text(r, 8));
+    a.error_type = std::string(res.text(r, 9));
+    a.error_text = std::string(res.text(r, 10));
+    if (!res.is_null(r, 11))
+      a.duration_ms = res.int64(r, 11);
+    out.items.push_back(std::move(a));
+  }
+  // The attempt that runs now comes last, so a page followed by another ends with a record.
+  if (res.rows() > limit && !out.items.empty())
+    out.next_after = out.items.back().attempt_id;
+  return out;
+}
+
+std::int64_t purge_attempts(connection& conn, const statement_set& stmts,
+                            const std::string& interval, std::int32_t limit) {
+  check_positive_interval(conn, stmts, interval);
+  return conn.run(stmts.get(sql::purge_attempts), {interval, std::to_string(limit)}).int64(0, 0);
 }
 
 std::int64_t flush_queue(connection& conn, const statement_set& stmts, const std::string& queue,

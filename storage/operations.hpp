@@ -84,6 +84,17 @@ std::int64_t purge_older(connection& conn, const statement_set& stmts,
 /// One batch of `troupe flush`: up to `limit` queued messages of `queue`.
 std::int64_t flush_queue(connection& conn, const statement_set& stmts, const std::string& queue,
                          std::int32_t limit);
+/// The area's attempt history setting, and a change of it.
+history_setting attempt_history_setting(connection& conn, const statement_set& stmts);
+history_setting set_attempt_history(connection& conn, const statement_set& stmts, bool on);
+/// A page of message `id`'s attempts after attempt id `after`, at most `limit`.
+attempt_page attempt_history(connection& conn, const statement_set& stmts, const std::string& id,
+                             std::optional<std::int64_t> after, std::int32_t limit);
+/// One batch of `troupe history purge`: up to `limit` records older than `interval` (checked
+/// positive first: invalid_argument otherwise).
+std::int64_t purge_attempts(connection& conn, const statement_set& stmts,
+                            const std::string& interval, std::int32_t limit);
+
 /// The indexes a node needs that the area lacks (their names), for its warning at start.
 std::vector<std::string> missing_indexes(connection& conn, const statement_set& stmts);
 

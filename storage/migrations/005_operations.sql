@@ -7,6 +7,11 @@
 --                        delivery of it that fails, or that a node hands back, is cancelled
 --                        instead of queued again.
 --   progress             what a running task last reported of its progress (a number or JSON).
+--   area_settings        one row: whether the area keeps attempt history (off by default).
+--   attempts             the attempt history: one row per started execution of a message,
+--                        written by the statements that complete messages and recover those
+--                        of dead nodes, while area_settings says so. Never arguments or
+--                        results.
 -- Adding the two columns changes only the table's description (their defaults are constants):
 -- it takes the queue table's strongest lock for a moment, once every transaction already using
 -- the table has ended, and rewrites nothing.
@@ -15,6 +20,36 @@ CREATE TABLE IF NOT EXISTS {{t:queue_control}} (
   paused     boolean     NOT NULL DEFAULT false,
   changed_at timestamptz NOT NULL DEFAULT now()
 );
+
+CREATE TABLE IF NOT EXISTS {{t:area_settings}} (
+  id              boolean PRIMARY KEY DEFAULT true CHECK (id),
+  attempt_history boolean NOT NULL DEFAULT false,
+  changed_at      timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO {{t:area_settings}} (id) VALUES (true) ON CONFLICT DO NOTHING;
+
+-- outcome: success, failure (the message may be retried), cancelled; NULL for an attempt lost
+-- with its node (shown as incomplete). An attempt that runs has no record yet: its row shows
+-- it. Written by plain inserts, one per attempt, read by message id.
+CREATE TABLE IF NOT EXISTS {{t:attempts}} (
+  -- The order of a message's records; numbers are taken 1,000 at a time (a gap after a
+  -- restart), so that a completion batch seldom writes the sequence.
+  attempt_id  bigint      GENERATED ALWAYS AS IDENTITY (CACHE 1000),
+  message_id  uuid        NOT NULL,
+  attempt     integer     NOT NULL,
+  queue_name  text        NOT NULL,
+  task_name   text        NOT NULL,
+  node_id     integer,
+  started_at  timestamptz NOT NULL,
+  finished_at timestamptz,
+  outcome     text        CHECK (outcome IN ('success', 'failure', 'cancelled')),
+  error_type  text,
+  error_text  text        CHECK (char_length(error_text) <= 2000)
+);
+CREATE INDEX IF NOT EXISTS {{n:attempts_message_idx}} ON {{t:attempts}} (message_id);
+-- For purges by age: records come in the order their attempts ended, so a block range index
+-- finds the old ones at almost no cost to each insert.
+CREATE INDEX IF NOT EXISTS {{n:attempts_started_idx}} ON {{t:attempts}} USING brin (started_at);
 
 ALTER TABLE {{t:queue}}
   ADD COLUMN IF NOT EXISTS cancel_requested boolean NOT NULL DEFAULT false,

@@ -101,10 +101,21 @@ recovered AS (
                                             q.owner_node, q.attempts, q.started_at),
                              'time', to_char(now() AT TIME ZONE 'UTC',
                                              'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                             'node', q.owner_node, -- since 5
                              'attempt', q.attempts) END
    WHERE q.state = 'running'
      AND (q.owner_node IS NULL OR q.owner_node NOT IN (SELECT node_id FROM kept))
-  RETURNING q.queue_name)
+  RETURNING q.queue_name) -- before 5
+  RETURNING q.queue_name, q.message_id, q.attempts, q.task_name, q.started_at, q.error), -- since 5
+-- With attempt history on (migration 5), each attempt lost with its node gets its record:
+-- started, never finished (shown as incomplete).
+lost AS ( -- since 5
+  INSERT INTO {{t:attempts}} (message_id, attempt, queue_name, task_name, node_id, started_at) -- since 5
+  SELECT r.message_id, r.attempts, r.queue_name, r.task_name, (r.error->>'node')::integer, -- since 5
+         r.started_at -- since 5
+    FROM recovered r -- since 5
+   WHERE r.started_at IS NOT NULL -- since 5
+     AND (SELECT s.attempt_history FROM {{t:area_settings}} s)) -- since 5
 SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM recovered),
        coalesce((SELECT array_agg(DISTINCT queue_name) FROM recovered), '{}')::text,
        (SELECT count(*) FROM suspect), (SELECT count(*) FROM cleared),

@@ -276,3 +276,49 @@ SELECT n FROM unnest($1::text[]) AS n WHERE to_regclass(n) IS NULL
 
 -- name: now
 SELECT now()::text
+
+-- name: set_attempt_history
+-- Turns the area's attempt history on ($1 true) or off, changed_at moves only when it changes.
+-- Returns the setting and when it last changed (Unix ms).
+UPDATE {{t:area_settings}} s
+   SET attempt_history = $1::boolean,
+       changed_at = CASE WHEN s.attempt_history = $1::boolean THEN s.changed_at ELSE now() END
+ WHERE s.id
+RETURNING s.attempt_history, (date_part('epoch', s.changed_at) * 1000)::bigint
+
+-- name: attempt_history_setting
+SELECT s.attempt_history, (date_part('epoch', s.changed_at) * 1000)::bigint
+  FROM {{t:area_settings}} s WHERE s.id
+
+-- name: attempt_history
+-- The attempts of message $1 after attempt id $2 (NULL: from the first), in attempt-id order,
+-- at most $3: its records (through the message-id index: a message has few), then the attempt
+-- that runs now, if it started, from its row (no record yet, no attempt id).
+SELECT h.* FROM (
+  SELECT a.attempt_id, a.message_id::text, a.attempt, a.queue_name, a.task_name, a.node_id,
+         (date_part('epoch', a.started_at) * 1000)::bigint,
+         (date_part('epoch', a.finished_at) * 1000)::bigint, a.outcome, a.error_type,
+         a.error_text,
+         (date_part('epoch', a.finished_at - a.started_at) * 1000)::bigint
+    FROM {{t:attempts}} a
+   WHERE a.message_id = $1::uuid AND a.attempt_id > coalesce($2::bigint, 0)
+  UNION ALL
+  SELECT NULL, q.message_id::text, q.attempts, q.queue_name, q.task_name, q.owner_node,
+         (date_part('epoch', q.started_at) * 1000)::bigint, NULL, NULL, NULL, NULL, NULL
+    FROM {{t:queue}} q
+   WHERE q.message_id = $1::uuid AND q.state = 'running' AND q.started_at IS NOT NULL
+     AND (SELECT s.attempt_history FROM {{t:area_settings}} s)) h
+ ORDER BY h.attempt_id NULLS LAST
+ LIMIT $3
+
+-- name: purge_attempts
+-- Deletes up to $2 attempt records that started before clock_timestamp() minus the interval
+-- $1 (incomplete ones too), and returns how many. Reads the start's block range index.
+WITH gone AS (
+  DELETE FROM {{t:attempts}}
+   WHERE ctid = ANY (ARRAY(
+           SELECT a.ctid FROM {{t:attempts}} a
+            WHERE a.started_at < clock_timestamp() - $1::interval
+            LIMIT $2))
+  RETURNING 1)
+SELECT count(*) FROM gone

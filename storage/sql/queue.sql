@@ -206,7 +206,23 @@ UPDATE {{t:queue}} q
    AND q.message_id = c.id AND q.owner_node = c.owner AND q.attempts = c.attempt
    AND q.state = c.running
 RETURNING q.message_id,
-          (q.result IS NOT NULL OR q.error IS NOT NULL OR q.state = 'cancelled') AS interesting),
+          (q.result IS NOT NULL OR q.error IS NOT NULL OR q.state = 'cancelled') AS interesting), -- before 5
+          (q.result IS NOT NULL OR q.error IS NOT NULL OR q.state = 'cancelled') AS interesting, -- since 5
+          c.attempt, c.state AS outcome, c.ran_ms, q.queue_name, q.task_name, q.started_at, -- since 5
+          q.error AS error, coalesce(q.error->>'skipped', '') = 'true' AS skipped), -- since 5
+-- With attempt history on, each attempt that started gets its record (a skip by the age limit
+-- has none): one plain insert per attempt, in this statement. An attempt still running has
+-- none yet (its row shows it), one lost with its node gets it from reap_dead_nodes.
+history AS ( -- since 5
+  INSERT INTO {{t:attempts}} (message_id, attempt, queue_name, task_name, node_id, -- since 5
+                             started_at, finished_at, outcome, error_type, error_text) -- since 5
+  SELECT w.message_id, w.attempt, w.queue_name, w.task_name, $1, w.started_at, now(), -- since 5
+         CASE w.outcome WHEN 'done' THEN 'success' WHEN 'cancelled' THEN 'cancelled' -- since 5
+              ELSE 'failure' END, -- since 5
+         w.error->>'type', left(w.error->>'text', 2000) -- since 5
+    FROM written w -- since 5
+   WHERE w.ran_ms >= 0 AND NOT w.skipped AND w.started_at IS NOT NULL -- since 5
+     AND (SELECT s.attempt_history FROM {{t:area_settings}} s)), -- since 5
 woken AS (
   SELECT pg_notify($8, '') WHERE EXISTS (SELECT 1 FROM written WHERE interesting))
 SELECT w.message_id::text FROM written w CROSS JOIN (SELECT count(*) FROM woken) n

@@ -125,6 +125,22 @@ public:
   /// How many messages `filter` matches.
   std::int64_t get_states_count(const state_filter& filter = {});
 
+  // -- attempt history (docs/operations.md, "Attempt history") -----------------------------
+
+  /// Whether the area keeps attempt history (off until turned on).
+  history_setting attempt_history();
+  /// Turns it on or off for the whole area: nodes follow from their next claim or completion.
+  /// Idempotent.
+  history_setting set_attempt_history(bool on);
+  /// A page of message `id`'s attempts (`limit` 1 to 1,000) after attempt id `after`. An id
+  /// without records gives an empty page.
+  attempt_page history(const std::string& id, std::optional<std::int64_t> after = std::nullopt,
+                       std::int32_t limit = 50);
+  /// Deletes the attempt records that started longer ago than `max_age` (a positive PostgreSQL
+  /// interval), incomplete ones too, in batches of 10,000; returns how many went. The queue's
+  /// rows are left as they are.
+  std::int64_t purge_history(const std::string& max_age);
+
   // -- retention and maintenance --------------------------------------------------------
 
   /// Deletes finished rows (of `states`, among done, failed and cancelled; empty: all three)

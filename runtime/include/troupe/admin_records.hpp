@@ -159,6 +159,42 @@ struct retry_report {
   std::string state;
 };
 
+/// Whether the area keeps attempt history (`troupe history enable|disable|status`).
+struct history_setting {
+  bool enabled = false;
+  /// Unix time in milliseconds of the last change (the area's creation when never changed).
+  std::int64_t changed_at_ms = 0;
+};
+
+/// One started execution of a message (`troupe history list`). Never arguments or results.
+struct attempt_record {
+  /// Increasing in the order the records were written; none for the attempt that runs now
+  /// (it has no record until it ends: the message's row shows it, last in the list).
+  std::optional<std::int64_t> attempt_id;
+  std::string message_id;
+  /// The message's attempt number (task_context::attempt).
+  std::int32_t attempt = 0;
+  std::string queue;
+  std::string task;
+  std::optional<std::int32_t> node_id;
+  std::int64_t started_at_ms = 0;
+  std::optional<std::int64_t> finished_at_ms;
+  /// success, failure (the message may have been retried), cancelled, or incomplete (no
+  /// finish: it runs now, or its node died during it).
+  std::string outcome = "incomplete";
+  /// The failure's type and text (at most 2,000 characters), empty when none.
+  std::string error_type;
+  std::string error_text;
+  std::optional<std::int64_t> duration_ms;
+};
+
+/// One page of a message's attempts, in attempt-id order.
+struct attempt_page {
+  std::vector<attempt_record> items;
+  /// The cursor of the next page (the last attempt id) when more may follow; none on the last.
+  std::optional<std::int64_t> next_after;
+};
+
 /// What `troupe recover` did.
 struct recover_report {
   /// Nodes found dead and removed, and the messages they held put back (or cancelled).
