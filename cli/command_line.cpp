@@ -85,8 +85,8 @@ void parse_sql_options(argument_cursor& cur, command_line& cl) {
     if (!is_option(arg)) {
       if (sub)
         unexpected_argument(arg, "sql " + std::string(*sub));
-      if (arg != "init" && arg != "upgrade")
-        throw usage_error("unknown sql verb " + echo(arg) + " (expected init or upgrade)");
+      if (arg != "init" && arg != "upgrade" && arg != "grants")
+        throw usage_error("unknown sql verb " + echo(arg) + " (expected init, upgrade or grants)");
       sub = arg;
       continue;
     }
@@ -95,12 +95,29 @@ void parse_sql_options(argument_cursor& cur, command_line& cl) {
       cl.what = verb::help;
       return;
     }
-    if (opt.name != "--from" || sub == "init")
+    if (sub == "grants" &&
+        (opt.name == "--producer" || opt.name == "--node" || opt.name == "--operator")) {
+      std::string role(cur.value_of(opt));
+      if (role.empty() || role.size() > 63)
+        throw usage_error("option " + std::string(opt.name) + " needs a role name (1 to 63 bytes)");
+      (opt.name == "--producer" ? cl.roles.producer
+       : opt.name == "--node"   ? cl.roles.node
+                                : cl.roles.operator_role) = std::move(role);
+      continue;
+    }
+    if (opt.name != "--from" || sub == "init" || sub == "grants")
       unknown_option(opt, sub ? "sql " + std::string(*sub) : std::string("sql"));
     from = parse_version(cur.value_of(opt), opt.name);
   }
   if (!sub)
-    throw usage_error("sql needs init or upgrade: troupe sql init, troupe sql upgrade --from N");
+    throw usage_error("sql needs init, upgrade or grants: troupe sql init, troupe sql upgrade "
+                      "--from N, troupe sql grants --producer R --node R --operator R");
+  if (*sub == "grants") {
+    if (cl.roles.producer.empty() && cl.roles.node.empty() && cl.roles.operator_role.empty())
+      throw usage_error("sql grants needs at least one of --producer R, --node R, --operator R");
+    cl.what = verb::sql_grants;
+    return;
+  }
   if (*sub == "init") {
     if (from)
       throw usage_error("unknown option --from for sql init");
@@ -305,7 +322,7 @@ command_line parse_command_line(const std::vector<std::string_view>& args, const
   if (cl.what != verb::help && cl.what != verb::version)
     validate([&] { validate_area(cl.where); });
   if (cl.what != verb::help && cl.what != verb::version && cl.what != verb::sql_init &&
-      cl.what != verb::sql_upgrade)
+      cl.what != verb::sql_upgrade && cl.what != verb::sql_grants)
     check_dsn_syntax(cl.dsn);
   return cl;
 }

@@ -29,6 +29,7 @@ enum class verb {
   upgrade,        ///< apply the migrations an initialized area lacks
   sql_init,       ///< print the SQL that creates the area
   sql_upgrade,    ///< print the SQL that upgrades the area from `from_version`
+  sql_grants,     ///< print the GRANTs of `roles`
   stats,          ///< per-queue counts
   pause,          ///< pause `target` (a queue)
   resume,         ///< resume `target` (a queue)
@@ -62,6 +63,8 @@ struct command_line {
   std::optional<std::string> queue;
   /// `--from` of `sql upgrade`.
   int from_version = 0;
+  /// `--producer`, `--node`, `--operator` of `sql grants`.
+  area_roles roles;
   /// The queue or message id the verb names (pause, cancel, ...); empty when it names none.
   std::string target;
   /// `--queue`, `--task`, `--state` of cancel, retry and failed list (validated).

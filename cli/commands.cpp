@@ -55,6 +55,10 @@ void run_upgrade(const command_line& cl, std::ostream& out) {
 }
 
 void run_sql(const command_line& cl, std::ostream& out) {
+  if (cl.what == verb::sql_grants) {
+    out << admin::grants_sql(cl.where, cl.roles);
+    return;
+  }
   out << admin::migration_sql(cl.where, cl.what == verb::sql_upgrade ? cl.from_version : 0);
 }
 

@@ -28,6 +28,9 @@ Verbs:
   sql init                    print the SQL that creates the area (no connection)
   sql upgrade --from N        print the SQL that upgrades the area from version N
                               (no connection)
+  sql grants [--producer R] [--node R] [--operator R]
+                              print the least-privilege GRANTs of these roles
+                              (no connection)
   stats [--json] [--queue Q]  per-queue message counts by state, ready, scheduled and
                               the age of the oldest ready message
   pause Q, resume Q           pause or resume queue Q (persistent, idempotent)
@@ -109,6 +112,7 @@ int run(const troupe::cli::command_line& cl) {
     break;
   case verb::sql_init:
   case verb::sql_upgrade:
+  case verb::sql_grants:
     troupe::cli::run_sql(cl, std::cout);
     break;
   case verb::stats:

@@ -2,6 +2,7 @@
 
 #include "runtime/src/admin_impl.hpp"
 #include "storage/connection.hpp"
+#include "storage/grants.hpp"
 #include "storage/migrations.hpp"
 #include "storage/operations.hpp"
 #include "storage/queries.hpp"
@@ -56,6 +57,13 @@ int admin::version() {
 
 int admin::latest_version() noexcept {
   return storage::latest_migration();
+}
+
+std::string admin::grants_sql(const area& where, const area_roles& roles) {
+  validate_area(where);
+  if (roles.producer.empty() && roles.node.empty() && roles.operator_role.empty())
+    throw error(errc::invalid_argument, "no role given: name a producer, node or operator role");
+  return storage::grants_script(where, roles);
 }
 
 std::string admin::migration_sql(const area& where, int from_version) {

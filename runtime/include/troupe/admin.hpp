@@ -59,6 +59,10 @@ public:
   /// The SQL that brings area `where` from `from_version` (0: nothing) to the latest version,
   /// in one transaction, for users who run their own migrations. Needs no connection.
   static std::string migration_sql(const troupe::area& where, int from_version = 0);
+  /// The GRANT statements that give `roles` what each needs on area `where` (at migration 5)
+  /// and nothing more, in one transaction (docs/operations.md, "Least privilege"). The roles
+  /// must exist; the area's owner runs the script. Needs no connection.
+  static std::string grants_sql(const troupe::area& where, const area_roles& roles);
 
   /// Per-queue statistics: every queue with messages, or only `queue` (a valid queue name;
   /// zero counts when it has none). not_found when the area was never initialized.

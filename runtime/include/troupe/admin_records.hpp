@@ -195,6 +195,17 @@ struct attempt_page {
   std::optional<std::int64_t> next_after;
 };
 
+/// The roles of an area's least-privilege grants (`troupe sql grants`); an empty name gets none.
+struct area_roles {
+  /// Publishes and reads results.
+  std::string producer;
+  /// Runs a worker node.
+  std::string node;
+  /// Runs the `troupe` verbs that change rows (pause, cancel, retry, purge, ...), not init or
+  /// upgrade.
+  std::string operator_role;
+};
+
 /// What `troupe recover` did.
 struct recover_report {
   /// Nodes found dead and removed, and the messages they held put back (or cancelled).
