@@ -6,6 +6,7 @@
 #include "socket_proxy.hpp"
 #include "storage/migrations.hpp"
 #include "storage/naming.hpp"
+#include "troupe/admin.hpp"
 #include "troupe/client.hpp"
 #include "troupe/dsn.hpp"
 #include "troupe/task.hpp"
@@ -86,6 +87,50 @@ CAF_TEST(a node killed mid task loses nothing and its task finishes on another n
   CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 51; }, 20s));
   CAF_CHECK_EQUAL(count("state <> 'done'"), 0);
   // Only the message that was running when node-a died ran twice.
+  CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM (SELECT message_id FROM {}.runs "
+                                          "GROUP BY 1 HAVING count(*) > 1) d",
+                                          storage::quote_identifier(area.where().schema))),
+                  1);
+  b->signal(SIGTERM);
+  CAF_CHECK_EQUAL(b->wait(20s), 0);
+}
+
+CAF_TEST(a pause under two nodes holds through the kill of one and loses nothing) {
+  auto long_one = producer.enqueue(sleep_ms(3000));
+  auto a = worker("node-a", 1, 0);
+  CAF_REQUIRE(testkit::wait_until(
+    [&] { return runs(fmt::format("message_id = '{}' AND node = 'node-a'", long_one.id)) == 1; },
+    20s));
+  auto b = worker("node-b", 2, 4);
+  std::vector<message> rest;
+  for (int i = 0; i < 30; ++i)
+    rest.push_back(sleep_ms(20));
+  producer.enqueue_many(rest);
+  // Paused while node-a runs its long task and node-b works through the rest.
+  admin ops{admin_options{area.dsn(), area.where()}};
+  CAF_REQUIRE(testkit::wait_until([&] { return runs("node = 'node-b'") >= 2; }, 20s));
+  ops.pause("default");
+  // node-b finishes what it runs and hands back what it prefetched; node-a's task still runs.
+  CAF_REQUIRE(testkit::wait_until(
+    [&] {
+      return count(fmt::format("state = 'running' AND message_id <> '{}'", long_one.id)) == 0;
+    },
+    10s));
+  auto ran_before_kill = runs("true");
+  a->signal(SIGKILL);
+  CAF_CHECK_EQUAL(a->wait(5s), 128 + SIGKILL);
+  // The dead node's message goes back to the paused queue, and nothing starts it.
+  CAF_CHECK(testkit::wait_until(
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'queued'", long_one.id)) == 1; },
+    15s));
+  CAF_CHECK(!testkit::wait_until([&] { return runs("true") > ran_before_kill; }, 2s));
+  CAF_CHECK_EQUAL(count("state = 'running'"), 0);
+  // Resumed: everything is done, each message ran once, but the one that was running when
+  // node-a died, which ran once more on node-b.
+  ops.resume("default");
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 31; }, 30s));
+  CAF_CHECK_EQUAL(count("state <> 'done'"), 0);
+  CAF_CHECK_EQUAL(runs(fmt::format("message_id = '{}' AND node = 'node-b'", long_one.id)), 1);
   CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM (SELECT message_id FROM {}.runs "
                                           "GROUP BY 1 HAVING count(*) > 1) d",
                                           storage::quote_identifier(area.where().schema))),
