@@ -39,8 +39,19 @@ public:
       first = !waiting_;
       waiting_ = true;
     }
-    if (first && on_first_)
-      on_first_();
+    try {
+      if (first && on_first_)
+        on_first_();
+    } catch (...) { // out of memory: the next report, or the outcome, carries it
+    }
+  }
+  /// The latest value reported, taken or not (what the outcome carries: a write the consumer
+  /// took may land after the outcome, and find the row finished).
+  std::optional<std::string> latest() {
+    std::lock_guard lock{mutex_};
+    if (latest_.empty())
+      return std::nullopt;
+    return latest_;
   }
   /// The value that waits, if any; none waits after.
   std::optional<std::string> take() {

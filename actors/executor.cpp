@@ -58,9 +58,11 @@ void run_loop(const std::shared_ptr<shared_state>& s) {
                        handles.cancel.get(), handles.progress_of.get());
     if (s->context.cancels)
       s->context.cancels->leave(msg.id, handles);
-    // The progress its node has not written goes with the outcome, in the same row version.
+    // The latest progress goes with the outcome, in the same row version, whether or not the
+    // consumer took it for a write of its own (which may land after the outcome, and find
+    // the row finished).
     if (handles.progress_of)
-      out.progress_json = handles.progress_of->take().value_or(std::string{});
+      out.progress_json = handles.progress_of->latest().value_or(std::string{});
     s->running_task = false;
     std::lock_guard guard{s->report_mutex};
     if (!s->report)

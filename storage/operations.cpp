@@ -122,7 +122,8 @@ std::int64_t mark_started(connection& conn, const statement_set& stmts, std::int
 
 std::int64_t write_progress(connection& conn, const statement_set& stmts, std::int32_t node_id,
                             const std::vector<progress_update>& updates) {
-  if (updates.empty())
+  // An area before migration 5 has no progress column: the node runs without progress.
+  if (updates.empty() || stmts.version() < 5)
     return 0;
   std::vector<std::string> ids, numbers, values;
   for (const auto& u : updates) {

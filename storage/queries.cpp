@@ -388,17 +388,19 @@ std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::i
     results_channel(stmts.where()),
     column(outcomes, [](const outcome& o) { return std::to_string(o.ran_ms); }),
   };
-  if (stmts.version() >= 5) // the progress column
+  // One version for the parameters and the statement: the listener may switch it meanwhile.
+  auto version = stmts.version();
+  if (version >= 5) // the progress column
     p.push_back(nullable_column(outcomes, [](const outcome& o) { return o.progress_json; }));
   bool any_follow_ups = std::any_of(outcomes.begin(), outcomes.end(),
                                     [](const outcome& o) { return !o.follow_ups.empty(); });
   if (!any_follow_ups)
-    return conn.run(stmts.get(sql::complete_batch), p).rows();
+    return conn.run(stmts.get(sql::complete_batch, version), p).rows();
   // Follow-ups (callbacks) are published in the same transaction as the outcomes they follow,
   // and only for outcomes that were written.
   conn.begin("complete_batch");
   try {
-    auto res = conn.run(stmts.get(sql::complete_batch), p);
+    auto res = conn.run(stmts.get(sql::complete_batch, version), p);
     std::unordered_set<std::string> written;
     for (int r = 0; r < res.rows(); ++r)
       written.emplace(res.text(r, 0));

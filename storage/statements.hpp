@@ -41,9 +41,12 @@ public:
   const area& where() const noexcept { return area_; }
 
   /// The statement `id`, as the area's version runs it.
-  const statement& get(statement_id id) const noexcept {
-    return by_version_[static_cast<std::size_t>(version_.load(std::memory_order_relaxed) -
-                                                oldest_node_version)][static_cast<std::size_t>(id)];
+  const statement& get(statement_id id) const noexcept { return get(id, version()); }
+  /// The statement `id` as an area at `version` (one version() gave) runs it: for a caller
+  /// whose parameters depend on the version too, which must not change in between.
+  const statement& get(statement_id id, int version) const noexcept {
+    return by_version_[static_cast<std::size_t>(version - oldest_node_version)]
+                      [static_cast<std::size_t>(id)];
   }
 
   /// The area's schema version the statements are for: the latest until a node finds its area

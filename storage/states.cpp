@@ -2,6 +2,7 @@
 
 #include "storage/statements.hpp"
 #include "troupe/error.hpp"
+#include "troupe/message.hpp"
 
 #include <fmt/format.h>
 
@@ -145,9 +146,24 @@ cursor read_cursor(const state_sort& s, std::string_view text) {
     if (!c.value)
       return refuse("has a value that does not decode");
   }
-  c.id = std::string(parts[3]);
-  if (c.id.size() != 36)
+  if (!parse_uuid(parts[3], c.id))
     return refuse("does not end with a message id");
+  // The value as its column reads it: digits for numbers and times, a UUID for an id.
+  const auto& col = find_column(s.column);
+  if (c.value && (col.cast == "integer" || col.cast.empty())) {
+    auto& v = *c.value;
+    bool digits = !v.empty() && v.size() <= 20 &&
+                  std::all_of(v.begin() + (v[0] == '-' ? 1 : 0), v.end(),
+                              [](char ch) { return ch >= '0' && ch <= '9'; }) &&
+                  v != "-";
+    if (!digits)
+      return refuse("has a value that is not a number");
+  }
+  if (c.value && col.cast == "uuid") {
+    std::string canonical;
+    if (!parse_uuid(*c.value, canonical))
+      return refuse("has a value that is not a message id");
+  }
   return c;
 }
 
@@ -253,8 +269,10 @@ std::string branches(const area& a, std::string_view select, const state_filter&
     for (auto st : *states)
       parts.push_back(
         fmt::format("SELECT {} FROM {{{{t:queue}}}} q WHERE q.state = '{}'{}", select, st, rest));
-  if (parts.empty()) // e.g. pending messages that finished: none
-    parts.push_back(fmt::format("SELECT {} FROM {{{{t:queue}}}} q WHERE false", select));
+  if (parts.empty()) // e.g. pending messages that finished: none (the conditions stay, so
+                     // that every parameter has a place and a type)
+    parts.push_back(
+      fmt::format("SELECT {} FROM {{{{t:queue}}}} q WHERE false{}{}", select, rest, tail));
   std::string out;
   for (const auto& p : parts)
     out += (out.empty() ? "" : " UNION ALL ") + (tail.empty() ? p : "(" + p + tail + ")");

@@ -37,9 +37,10 @@ attempt_page admin::history(const std::string& given, std::optional<std::int64_t
 std::int64_t admin::purge_history(const std::string& max_age) {
   if (max_age.empty())
     throw error(errc::invalid_argument, "the maximum age of the attempts to purge is empty");
+  // Counted across a reconnect too: each batch that committed stays deleted.
+  std::int64_t total = 0;
   return impl_->with_connection([&](storage::connection& c) {
     impl_->require_operations(c, "attempt history");
-    std::int64_t total = 0;
     for (;;) {
       auto n = storage::purge_attempts(c, *impl_->stmts, max_age, 10000);
       total += n;

@@ -28,7 +28,8 @@ state_filter checked_filter(const state_filter& given) {
   for (const auto& t : f.tasks)
     if (t.empty() || t.size() > limits::max_task_name)
       throw error(errc::invalid_argument,
-                  fmt::format("task name filter must be 1 to {} bytes", limits::max_task_name));
+                  fmt::format("task name filter \"{}\" must be 1 to {} bytes", t.substr(0, 100),
+                              limits::max_task_name));
   for (const auto& q : f.queues)
     validate_queue_name(q);
   for (auto& id : f.message_ids)

@@ -32,9 +32,9 @@ INSERT INTO {{t:area_settings}} (id) VALUES (true) ON CONFLICT DO NOTHING;
 -- with its node (shown as incomplete). An attempt that runs has no record yet: its row shows
 -- it. Written by plain inserts, one per attempt, read by message id.
 CREATE TABLE IF NOT EXISTS {{t:attempts}} (
-  -- The order of a message's records; numbers are taken 1,000 at a time (a gap after a
-  -- restart), so that a completion batch seldom writes the sequence.
-  attempt_id  bigint      GENERATED ALWAYS AS IDENTITY (CACHE 1000),
+  -- The order of a message's records (one sequence, no per-session cache: the order of the
+  -- inserts, whichever session made them).
+  attempt_id  bigint      GENERATED ALWAYS AS IDENTITY,
   message_id  uuid        NOT NULL,
   attempt     integer     NOT NULL,
   queue_name  text        NOT NULL,

@@ -1,5 +1,5 @@
 // Attempt history: opt-in per area, one record per started execution written by the node's own
-// claim, start and completion statements, none for what never started, an incomplete record
+// completion and recovery statements, none for what never started, an incomplete record
 // for an attempt lost with its node; paging and purge.
 #define CAF_SUITE history
 #include <caf/test/unit_test.hpp>

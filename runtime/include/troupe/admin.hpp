@@ -133,7 +133,7 @@ public:
 
   /// Whether the area keeps attempt history (off until turned on).
   history_setting attempt_history();
-  /// Turns it on or off for the whole area: nodes follow from their next claim or completion.
+  /// Turns it on or off for the whole area: nodes follow from their next completion.
   /// Idempotent.
   history_setting set_attempt_history(bool on);
   /// A page of message `id`'s attempts (`limit` 1 to 1,000) after attempt id `after`. An id

@@ -109,7 +109,8 @@ struct task_context {
   /// {"done": 40, "of": 120}) of at most limits::max_progress_bytes. The state record shows the
   /// latest value (`progress`): the node writes it once a second at most while the task runs,
   /// and with its outcome, so a task may report in a tight loop. Never throws and never fails
-  /// the task: a fraction outside [0, 1], text that is not JSON, or a value too large is
+  /// the task (call it from the task's own thread): a fraction outside [0, 1], text that is
+  /// not JSON, or a value too large is
   /// dropped with a warning (once per attempt); a write the database refuses is dropped too.
   void set_progress(double fraction) const noexcept;
   void set_progress(std::string_view json) const noexcept;
