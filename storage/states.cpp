@@ -271,8 +271,7 @@ std::string branches(const area& a, std::string_view select, const state_filter&
         fmt::format("SELECT {} FROM {{{{t:queue}}}} q WHERE q.state = '{}'{}", select, st, rest));
   if (parts.empty()) // e.g. pending messages that finished: none (the conditions stay, so
                      // that every parameter has a place and a type)
-    parts.push_back(
-      fmt::format("SELECT {} FROM {{{{t:queue}}}} q WHERE false{}{}", select, rest, tail));
+    parts.push_back(fmt::format("SELECT {} FROM {{{{t:queue}}}} q WHERE false{}", select, rest));
   std::string out;
   for (const auto& p : parts)
     out += (out.empty() ? "" : " UNION ALL ") + (tail.empty() ? p : "(" + p + tail + ")");
