@@ -1,5 +1,6 @@
 #include "cli/arguments.hpp"
 
+#include "troupe/area.hpp"
 #include "troupe/dsn.hpp"
 #include "troupe/message.hpp"
 
@@ -70,6 +71,12 @@ std::string parse_message_id(std::string_view text, std::string_view what) {
   if (!parse_uuid(text, canonical))
     throw usage_error(std::string(what) + " \"" + echo(text) + "\" is not a message id (a UUID)");
   return canonical;
+}
+
+std::string parse_queue(std::string_view text) {
+  std::string queue(text);
+  validate([&] { validate_queue_name(queue); });
+  return queue;
 }
 
 std::int64_t parse_count(std::string_view text, std::string_view option) {

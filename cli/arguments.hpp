@@ -65,6 +65,8 @@ std::int32_t parse_limit(std::string_view text, std::string_view option);
 /// A non-negative integer (an offset).
 std::int64_t parse_count(std::string_view text, std::string_view option);
 std::string parse_message_id(std::string_view text, std::string_view what);
+/// A queue name, checked by the rule every part of Troupe uses (troupe::validate_queue_name).
+std::string parse_queue(std::string_view text);
 
 /// The options of `troupe states` (cli/states_command.cpp), after the verb.
 void parse_states_options(argument_cursor& cur, command_line& cl);

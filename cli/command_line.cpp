@@ -67,9 +67,7 @@ void parse_stats_options(argument_cursor& cur, command_line& cl) {
       reject_value(opt);
       cl.json = true;
     } else if (opt.name == "--queue") {
-      std::string queue(cur.value_of(opt));
-      validate([&] { validate_queue_name(queue); });
-      cl.queue = std::move(queue);
+      cl.queue = parse_queue(cur.value_of(opt));
     } else {
       unknown_option(opt, "stats");
     }
@@ -191,9 +189,7 @@ void parse_operation(argument_cursor& cur, command_line& cl, const operation_syn
       return;
     }
     if (syn.filter && opt.name == "--queue") {
-      std::string queue(cur.value_of(opt));
-      validate([&] { validate_queue_name(queue); });
-      cl.filter.queue = std::move(queue);
+      cl.filter.queue = parse_queue(cur.value_of(opt));
     } else if (syn.filter && opt.name == "--task") {
       auto task = std::string(cur.value_of(opt));
       if (task.empty())
@@ -223,9 +219,7 @@ void parse_operation(argument_cursor& cur, command_line& cl, const operation_syn
                           "\": it must be done, failed or cancelled (repeat it for several)");
       cl.filter.states.push_back(std::move(state));
     } else if (syn.maintenance && syn.what == verb::flush && opt.name == "--queue") {
-      std::string queue(cur.value_of(opt));
-      validate([&] { validate_queue_name(queue); });
-      cl.filter.queue = std::move(queue);
+      cl.filter.queue = parse_queue(cur.value_of(opt));
     } else if (syn.maintenance && syn.what == verb::flush && opt.name == "--yes") {
       reject_value(opt);
       cl.yes = true;

@@ -88,9 +88,7 @@ void parse_states_options(argument_cursor& cur, command_line& cl) {
       f.tasks.push_back(std::move(t));
       filtered = true;
     } else if (opt.name == "--queue") {
-      std::string queue(cur.value_of(opt));
-      validate([&] { validate_queue_name(queue); });
-      f.queues.push_back(std::move(queue));
+      f.queues.push_back(parse_queue(cur.value_of(opt)));
       filtered = true;
     } else if (opt.name == "--id") {
       f.message_ids.push_back(parse_message_id(cur.value_of(opt), "option --id"));

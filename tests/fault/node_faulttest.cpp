@@ -54,6 +54,13 @@ struct fixture {
     return area.scalar(fmt::format("SELECT count(*) FROM {} WHERE {}", area.queue_table(), where));
   }
 
+  // How many messages ran more than once.
+  std::int64_t ran_more_than_once() {
+    return area.scalar(fmt::format("SELECT count(*) FROM (SELECT message_id FROM {}.runs "
+                                   "GROUP BY 1 HAVING count(*) > 1) d",
+                                   storage::quote_identifier(area.where().schema)));
+  }
+
   std::int64_t runs(const std::string& where) {
     return area.scalar(fmt::format("SELECT count(*) FROM {}.runs WHERE {}",
                                    storage::quote_identifier(area.where().schema), where));
@@ -87,10 +94,7 @@ CAF_TEST(a node killed mid task loses nothing and its task finishes on another n
   CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 51; }, 20s));
   CAF_CHECK_EQUAL(count("state <> 'done'"), 0);
   // Only the message that was running when node-a died ran twice.
-  CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM (SELECT message_id FROM {}.runs "
-                                          "GROUP BY 1 HAVING count(*) > 1) d",
-                                          storage::quote_identifier(area.where().schema))),
-                  1);
+  CAF_CHECK_EQUAL(ran_more_than_once(), 1);
   b->signal(SIGTERM);
   CAF_CHECK_EQUAL(b->wait(20s), 0);
 }
@@ -131,10 +135,7 @@ CAF_TEST(a pause under two nodes holds through the kill of one and loses nothing
   CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 31; }, 30s));
   CAF_CHECK_EQUAL(count("state <> 'done'"), 0);
   CAF_CHECK_EQUAL(runs(fmt::format("message_id = '{}' AND node = 'node-b'", long_one.id)), 1);
-  CAF_CHECK_EQUAL(area.scalar(fmt::format("SELECT count(*) FROM (SELECT message_id FROM {}.runs "
-                                          "GROUP BY 1 HAVING count(*) > 1) d",
-                                          storage::quote_identifier(area.where().schema))),
-                  1);
+  CAF_CHECK_EQUAL(ran_more_than_once(), 1);
   b->signal(SIGTERM);
   CAF_CHECK_EQUAL(b->wait(20s), 0);
 }
