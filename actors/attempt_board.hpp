@@ -11,11 +11,18 @@
 // Progress is coalesced: a task's set_progress() keeps only the latest value, and tells the
 // consumer (through `on_progress`) only when a value waits where none did; the consumer takes
 // the latest value of each running attempt when it writes, once a second at most.
+//
+// Starts to confirm: an executor that starts a message which came back from a dead node
+// (claimed_message::confirm_start) asks for its start to be written first and waits; the
+// consumer (told through `on_start`) takes the requests, writes them, and settles each.
 #pragma once
 
 #include "troupe/task.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -23,6 +30,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace troupe::actors {
 
@@ -69,6 +77,20 @@ private:
   std::function<void()> on_first_;
 };
 
+/// How the write of a start that an executor waits for ended.
+enum class start_verdict {
+  written,  ///< the row says started: the task runs
+  not_ours, ///< the node no longer holds that delivery: the task does not run
+  unknown   ///< the write failed or took too long: the task runs, its start comes with its outcome
+};
+
+/// A start to write before its task runs.
+struct start_request {
+  std::string id;
+  std::int32_t attempt = 0;
+  std::uint64_t claim = 0;
+};
+
 class attempt_board {
 public:
   using flag = std::shared_ptr<std::atomic<bool>>;
@@ -80,9 +102,11 @@ public:
     progress progress_of;
   };
 
-  /// `on_progress` runs on the task's thread when an attempt's progress starts waiting.
-  explicit attempt_board(std::function<void()> on_progress = {})
-      : on_progress_(std::move(on_progress)) {}
+  /// `on_progress` runs on the task's thread when an attempt's progress starts waiting, and
+  /// `on_start` when an executor asks for a start to be written (await_start).
+  explicit attempt_board(std::function<void()> on_progress = {},
+                         std::function<void()> on_start = {})
+      : on_progress_(std::move(on_progress)), on_start_(std::move(on_start)) {}
 
   /// The cancel of `id` is requested: its running attempt (if any) sees it now, one that starts
   /// later sees it from its start.
@@ -132,11 +156,69 @@ public:
     return cell->take();
   }
 
+  // -- starts written before their task runs ------------------------------------------------
+
+  /// On the executor's thread: asks for the start of `r` to be written and waits for the
+  /// consumer's verdict, at most `bound` (then: unknown).
+  start_verdict await_start(const start_request& r, std::chrono::milliseconds bound) {
+    {
+      std::lock_guard lock{mutex_};
+      starts_[r.id] = pending_start{r, false, std::nullopt};
+    }
+    try {
+      if (on_start_)
+        on_start_();
+    } catch (...) { // out of memory: the wait below ends at its bound
+    }
+    std::unique_lock lock{mutex_};
+    start_settled_.wait_for(lock, bound, [&] {
+      auto i = starts_.find(r.id);
+      return i == starts_.end() || i->second.verdict.has_value();
+    });
+    auto verdict = start_verdict::unknown;
+    if (auto i = starts_.find(r.id); i != starts_.end()) {
+      verdict = i->second.verdict.value_or(start_verdict::unknown);
+      starts_.erase(i);
+    }
+    return verdict;
+  }
+  /// On the consumer's thread: the starts asked for since the last call.
+  std::vector<start_request> take_start_requests() {
+    std::vector<start_request> out;
+    std::lock_guard lock{mutex_};
+    for (auto& [id, p] : starts_)
+      if (!p.taken && !p.verdict) {
+        p.taken = true;
+        out.push_back(p.request);
+      }
+    return out;
+  }
+  /// On the consumer's thread: the start of `r` was written (or not): its executor goes on.
+  void settle_start(const start_request& r, start_verdict v) {
+    {
+      std::lock_guard lock{mutex_};
+      auto i = starts_.find(r.id);
+      if (i == starts_.end() || i->second.request.attempt != r.attempt || i->second.verdict)
+        return;
+      i->second.verdict = v;
+    }
+    start_settled_.notify_all();
+  }
+
 private:
+  struct pending_start {
+    start_request request;
+    bool taken = false; // the consumer is writing it
+    std::optional<start_verdict> verdict;
+  };
+
   mutable std::mutex mutex_;
   std::function<void()> on_progress_;
+  std::function<void()> on_start_;
   std::unordered_set<std::string> requested_;
   std::unordered_map<std::string, handles> running_;
+  std::unordered_map<std::string, pending_start> starts_;
+  std::condition_variable start_settled_;
 };
 
 } // namespace troupe::actors

@@ -146,10 +146,16 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
   st.claims = claim_tracker(st.settings.recover_on_start);
   st.lock_held = st.settings.lock_held;
   // Told from the tasks' threads; a weak handle, so that the board does not keep the actor.
-  st.cancels = std::make_shared<attempt_board>([weak = caf::weak_actor_ptr{self->ctrl()}] {
-    if (auto strong = weak.lock())
-      caf::anon_send(caf::actor_cast<consumer_actor>(strong), progress_atom_v);
-  });
+  auto weak = caf::weak_actor_ptr{self->ctrl()};
+  st.cancels = std::make_shared<attempt_board>(
+    [weak] {
+      if (auto strong = weak.lock())
+        caf::anon_send(caf::actor_cast<consumer_actor>(strong), progress_atom_v);
+    },
+    [weak] {
+      if (auto strong = weak.lock())
+        caf::anon_send(caf::actor_cast<consumer_actor>(strong), confirm_start_atom_v);
+    });
   auto factory = st.settings.executors
                    ? st.settings.executors(st.stopping_flag)
                    : thread_executors({st.settings.registry, st.settings.queue.name,
@@ -273,6 +279,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
     [=](pause_atom, bool paused) { on_pause(self, paused); },
     [=](cancels_atom, const std::vector<std::string>& ids) { on_cancels(self, ids); },
     [=](progress_atom) { on_progress(self); },
+    [=](confirm_start_atom) { confirm_starts(self); },
     [=](starts_atom) {
       self->state.starts_timer = false;
       write_starts(self);

@@ -4,6 +4,7 @@
 
 #include "troupe/log.hpp"
 
+#include <algorithm>
 #include <set>
 
 namespace troupe::actors::detail {
@@ -166,6 +167,52 @@ void write_starts(consumer_ptr self) {
             log().warn("could not write the start of {} attempt(s) queue={}: {}", count,
                        self->state.settings.queue.name, describe(err));
           });
+}
+
+void confirm_starts(consumer_ptr self) {
+  auto& st = self->state;
+  st.confirm_timer = false;
+  auto asked = st.cancels->take_start_requests();
+  asked.insert(asked.end(), st.parked_starts.begin(), st.parked_starts.end());
+  st.parked_starts.clear();
+  std::vector<start_request> now;
+  for (auto& r : asked)
+    // A claim in two steps hands its messages out before it commits: their rows are running
+    // (and the write finds them) only once its reply came.
+    (st.claims.must_hold(r.claim) ? st.parked_starts : now).push_back(std::move(r));
+  if (!st.parked_starts.empty() && !st.confirm_timer) {
+    st.confirm_timer = true;
+    self->delayed_send(self, milliseconds(20), confirm_start_atom_v);
+  }
+  if (now.empty())
+    return;
+  std::vector<storage::started_attempt> due;
+  for (const auto& r : now)
+    due.push_back(storage::started_attempt{r.id, r.attempt, 0});
+  self
+    ->request(st.settings.storage, seconds(30), confirm_start_atom_v, st.settings.node_id,
+              std::move(due))
+    .then(
+      [=](const std::vector<std::string>& written) {
+        auto& st = self->state;
+        for (const auto& r : now) {
+          bool ok = std::find(written.begin(), written.end(), r.id) != written.end();
+          if (ok)
+            for (std::size_t i = 0; i < st.slots->size(); ++i) {
+              auto& s = (*st.slots)[i];
+              if (s.running && s.running->id == r.id && s.running->attempt == r.attempt)
+                s.start_written = true;
+            }
+          st.cancels->settle_start(r, ok ? start_verdict::written : start_verdict::not_ours);
+        }
+      },
+      [=](caf::error& err) {
+        log().warn("could not write the start of {} message(s) that came back from a dead node "
+                   "queue={}: {}; they run, their starts come with their outcomes",
+                   now.size(), self->state.settings.queue.name, describe(err));
+        for (const auto& r : now)
+          self->state.cancels->settle_start(r, start_verdict::unknown);
+      });
 }
 
 } // namespace troupe::actors::detail

@@ -24,6 +24,10 @@ struct consumer_state {
   bool lock_held = true;     // the node holds its liveness lock: claims and starts are allowed
   bool paused = false;       // the queue is paused: nothing is claimed or started
   bool starts_timer = false; // a starts_atom is on its way
+  // Starts to write before their tasks run whose claim is not committed yet (the rows are not
+  // running yet), and whether a confirm_start_atom to try them again is on its way.
+  std::vector<start_request> parked_starts;
+  bool confirm_timer = false;
   // The cancel requests its executors' tasks read, and the progress they report (built with
   // the actor, which it tells when progress waits).
   std::shared_ptr<attempt_board> cancels;
@@ -82,6 +86,8 @@ void on_cancels(consumer_ptr self, const std::vector<std::string>& ids);
 /// A task reported progress where none waited: the next starts write takes it.
 void on_progress(consumer_ptr self);
 void write_starts(consumer_ptr self);
+/// Executors wait for the starts of messages that came back from a dead node: writes them.
+void confirm_starts(consumer_ptr self);
 void arm_starts_timer(consumer_ptr self);
 
 // consumer_claims.cpp

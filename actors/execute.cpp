@@ -187,6 +187,7 @@ storage::outcome execute_attempt(const task_registry& registry, const storage::c
   attempt a{ctx};
   a.task = registry.find(msg.task);
   a.registry = &registry;
+  a.previous_lost = msg.previous_lost;
   if (a.task)
     ctx.notify_shutdown =
       option_bool(msg.options_json, "notify_shutdown").value_or(a.task->options.notify_shutdown);
@@ -200,10 +201,11 @@ storage::outcome execute_attempt(const task_registry& registry, const storage::c
     a.error_type = "troupe::invalid_options";
     a.error_text = "invalid message options: " + *fault;
   }
-  // before_process in stack order; a skip stops the rest and runs after_skip of those entered.
+  // before_process in stack order; a skip stops the rest and runs after_skip of those entered,
+  // a hook that fails the attempt stops the rest.
   std::size_t entered = a.status == attempt_status::failed ? stack.size() : 0;
   try {
-    for (; entered < stack.size(); ++entered)
+    for (; entered < stack.size() && a.status != attempt_status::failed; ++entered)
       stack[entered]->before_process(a);
   } catch (const skip_attempt& skip) {
     a.status = attempt_status::skipped;

@@ -12,6 +12,10 @@ namespace troupe::actors {
 
 namespace {
 
+// How long an executor waits for the start of a message that came back from a dead node to be
+// written: past the storage request's own bound, so the consumer's verdict comes first.
+constexpr std::chrono::seconds start_confirm_bound{35};
+
 // What an executor's thread shares with the executor object: the thread holds it until it
 // ends, so an abandoned thread outlives its consumer, and even its actor system, safely.
 struct shared_state {
@@ -51,6 +55,37 @@ void run_loop(const std::shared_ptr<shared_state>& s) {
       continue;
     const auto& msg = next.first;
     s->running_task = true;
+    // A message that came back from a dead node runs only once its start is written: if its
+    // task ends the process again, the attempt counts (see "Poison messages" in the guide).
+    if (msg.confirm_start && s->context.cancels) {
+      auto verdict =
+        s->context.cancels->await_start({msg.id, msg.attempt, msg.claim}, start_confirm_bound);
+      {
+        std::lock_guard lock{s->mutex};
+        if (s->stopping)
+          return; // abandoned meanwhile: it starts nothing
+      }
+      if (verdict == start_verdict::not_ours) {
+        // The node no longer holds this delivery (recovered elsewhere, or finished): the task
+        // does not run, and the outcome (never started) is refused by the row.
+        s->running_task = false;
+        log().info("message={} not started queue={}: its delivery is no longer this node's", msg.id,
+                   s->context.queue);
+        storage::outcome out;
+        out.id = msg.id;
+        out.attempt = msg.attempt;
+        out.state = storage::outcome_state::retry;
+        out.ran_ms = -1;
+        std::lock_guard guard{s->report_mutex};
+        if (!s->report)
+          return;
+        s->report(std::move(out));
+        continue;
+      }
+      if (verdict == start_verdict::unknown)
+        log().warn("message={} starts without its start written queue={}: the write failed", msg.id,
+                   s->context.queue);
+    }
     // execute() catches everything the task throws: no exception ever leaves it.
     auto handles =
       s->context.cancels ? s->context.cancels->enter(msg.id) : attempt_board::handles{};

@@ -44,6 +44,7 @@ CAF_ADD_ATOM(troupe_internal, troupe::actors, eta_atom, "eta")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, limit_atom, "limit")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, deadline_atom, "deadline")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, starts_atom, "starts")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, confirm_start_atom, "confirm")
 CAF_END_TYPE_ID_BLOCK(troupe_internal)
 
 static_assert(caf::id_block::troupe_internal::end <= troupe::first_application_type_id,
@@ -54,7 +55,8 @@ namespace troupe::storage {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, claimed_message& x) {
   return f(caf::meta::type_name("claimed_message"), x.id, x.task, x.args_json, x.options_json,
-           x.attempt, x.priority, x.enqueued_at_ms, x.eta_ms, x.claim);
+           x.attempt, x.priority, x.enqueued_at_ms, x.eta_ms, x.claim, x.confirm_start,
+           x.previous_lost);
 }
 
 template <class Inspector>
@@ -155,6 +157,10 @@ using storage_actor = storage_pool_actor::extend<
   // replies with how many rows took it
   caf::replies_to<mark_started_atom, std::int32_t,
                   std::vector<storage::started_attempt>>::with<std::int64_t>,
+  // writes the starts of attempts of node `node_id` that begin now and must not run before
+  // their start is written (storage::confirm_starts); replies with the ids written
+  caf::replies_to<confirm_start_atom, std::int32_t,
+                  std::vector<storage::started_attempt>>::with<std::vector<std::string>>,
   // writes the progress of attempts of node `node_id` that still run (storage::write_progress);
   // replies with how many rows took it
   caf::replies_to<progress_atom, std::int32_t,
@@ -193,7 +199,9 @@ using consumer_actor = caf::typed_actor<
   // end of the time limit plus grace of the attempt running in a slot, and the second after
   // which the starts of attempts still running are written
   caf::reacts_to<poll_atom>, caf::reacts_to<eta_atom>, caf::reacts_to<limit_atom, std::int32_t>,
-  caf::reacts_to<starts_atom>>;
+  caf::reacts_to<starts_atom>,
+  // an executor waits for the start of a message that came back from a dead node
+  caf::reacts_to<confirm_start_atom>>;
 
 /// Collects outcomes and writes them in one statement per flush. Tells each sender how many of
 /// its outcomes were settled, with `(settled_atom, count)`, after every write.

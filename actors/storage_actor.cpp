@@ -159,6 +159,12 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
       return st.guarded(
         [&](storage::connection& c) { return storage::mark_started(c, stmts, node, started); });
     },
+    [=, &st, &stmts](confirm_start_atom, std::int32_t node,
+                     const std::vector<storage::started_attempt>& started)
+      -> caf::result<std::vector<std::string>> {
+      return st.guarded(
+        [&](storage::connection& c) { return storage::confirm_starts(c, stmts, node, started); });
+    },
     [=, &st,
      &stmts](progress_atom, std::int32_t node,
              const std::vector<storage::progress_update>& updates) -> caf::result<std::int64_t> {
@@ -264,6 +270,9 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
       return self->delegate(self->state.pick(), a, std::move(q));
     },
     [=](mark_started_atom a, std::int32_t n, std::vector<storage::started_attempt>& started) {
+      return self->delegate(self->state.pick(), a, n, std::move(started));
+    },
+    [=](confirm_start_atom a, std::int32_t n, std::vector<storage::started_attempt>& started) {
       return self->delegate(self->state.pick(), a, n, std::move(started));
     },
     [=](progress_atom a, std::int32_t n, std::vector<storage::progress_update>& updates) {

@@ -120,6 +120,24 @@ std::int64_t mark_started(connection& conn, const statement_set& stmts, std::int
     .affected();
 }
 
+std::vector<std::string> confirm_starts(connection& conn, const statement_set& stmts,
+                                        std::int32_t node_id,
+                                        const std::vector<started_attempt>& attempts) {
+  std::vector<std::string> written;
+  if (attempts.empty() || stmts.version() < 5)
+    return written;
+  std::vector<std::string> ids, numbers;
+  for (const auto& a : attempts) {
+    ids.push_back(a.id);
+    numbers.push_back(std::to_string(a.attempt));
+  }
+  auto res = conn.run(stmts.get(sql::confirm_start),
+                      {std::to_string(node_id), array_literal(ids), array_literal(numbers)});
+  for (int r = 0; r < res.rows(); ++r)
+    written.emplace_back(res.text(r, 0));
+  return written;
+}
+
 std::int64_t write_progress(connection& conn, const statement_set& stmts, std::int32_t node_id,
                             const std::vector<progress_update>& updates) {
   // An area before migration 5 has no progress column: the node runs without progress.

@@ -44,6 +44,12 @@ control_state control_poll(connection& conn, const statement_set& stmts, std::in
 std::int64_t mark_started(connection& conn, const statement_set& stmts, std::int32_t node_id,
                           const std::vector<started_attempt>& attempts);
 
+/// Writes the starts of `attempts` that begin now, for messages marked confirm_start, and clears
+/// the mark; returns the ids of the rows that took it (the node still owns them at that attempt).
+std::vector<std::string> confirm_starts(connection& conn, const statement_set& stmts,
+                                        std::int32_t node_id,
+                                        const std::vector<started_attempt>& attempts);
+
 /// Writes the progress of running attempts; returns how many rows took it.
 std::int64_t write_progress(connection& conn, const statement_set& stmts, std::int32_t node_id,
                             const std::vector<progress_update>& updates);

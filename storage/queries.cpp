@@ -63,8 +63,8 @@ std::int64_t vacuum_queue(connection& conn, const statement_set& stmts, std::int
 
 namespace {
 
-// The claimed message in row `r` of a claim's result, its eight columns from `col` on (id, task,
-// args, options, attempt, priority, enqueue time and eta in ms).
+// The claimed message in row `r` of a claim's result, its ten columns from `col` on (id, task,
+// args, options, attempt, priority, enqueue time and eta in ms, confirm_start, previous_lost).
 claimed_message read_claimed(const result& res, int r, int col) {
   claimed_message m;
   m.id = res.text(r, col);
@@ -75,6 +75,8 @@ claimed_message read_claimed(const result& res, int r, int col) {
   m.priority = static_cast<std::int32_t>(res.int64(r, col + 5));
   m.enqueued_at_ms = res.int64(r, col + 6);
   m.eta_ms = res.int64(r, col + 7);
+  m.confirm_start = res.text(r, col + 8) == "t";
+  m.previous_lost = res.text(r, col + 9) == "t";
   return m;
 }
 

@@ -45,6 +45,11 @@ struct claimed_message {
   std::int64_t eta_ms = 0;
   /// The number of the consumer's claim that brought it (0 outside a node's consumer).
   std::uint64_t claim = 0;
+  /// The message came back from a node that died holding it: its start is written before its
+  /// task runs (storage::confirm_starts), so that a task that ends its process is counted.
+  bool confirm_start = false;
+  /// Its last attempt started and was lost with its node: it counts against max_retries.
+  bool previous_lost = false;
 };
 
 /// Where an attempt leaves its message.

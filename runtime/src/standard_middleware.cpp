@@ -94,22 +94,30 @@ public:
 
   std::string name() const override { return "retries"; }
 
+  // An attempt lost with its node counts as a failed attempt: when the one before this one was
+  // lost and would not have been retried had it failed, this one does not run.
+  void before_process(attempt& a) override {
+    if (!a.previous_lost || !a.task)
+      return;
+    auto lost = std::make_exception_ptr(attempt_lost{});
+    auto retries_before = std::max(0, a.context.attempt - 2);
+    if (would_retry(a, retries_before, lost))
+      return;
+    a.status = attempt_status::failed;
+    a.error_type = poison_type;
+    a.error_text = fmt::format(
+      "attempt {} was lost with its node (the process ended while it ran), and lost attempts "
+      "count against max_retries={}: attempt {} does not run",
+      a.context.attempt - 1, max_retries_of(a), a.context.attempt);
+  }
+
   void after_process(attempt& a) override {
     if (a.status != attempt_status::failed || a.permanent || !a.task)
       return;
     const auto& opts = a.task->options;
-    if (a.exception)
-      for (const auto& never : opts.never_retry)
-        if (never(a.exception))
-          return;
     auto retries_so_far = std::max(0, a.context.attempt - 1);
-    std::int32_t max_retries = opts.max_retries.value_or(default_max_retries);
-    if (auto v = option_int(a.context.options_json, "max_retries"); v && *v >= 0)
-      max_retries = static_cast<std::int32_t>(
-        std::min<std::int64_t>(*v, std::numeric_limits<std::int32_t>::max()));
-    bool again =
-      opts.retry_when ? opts.retry_when(retries_so_far, a.exception) : retries_so_far < max_retries;
-    if (again) {
+    bool poisoned = a.error_type == poison_type && !a.exception;
+    if (!poisoned && would_retry(a, retries_so_far, a.exception)) {
       a.retry = true;
       if (auto asked = requested_delay(a.exception)) {
         a.retry_delay = *asked;
@@ -120,12 +128,41 @@ public:
       a.retry_delay = retry_backoff(retries_so_far, min_b, max_b);
       return;
     }
+    if (!poisoned && is_never_retried(a, a.exception))
+      return;
     auto exhausted = string_option(a, "on_retry_exhausted", opts.on_retry_exhausted);
     if (!exhausted.empty())
       a.follow_ups.push_back(
         follow_up(a, exhausted,
-                  encode_args(summarize(a), retry_info{retries_so_far, max_retries, a.error_type,
-                                                       a.error_text})));
+                  encode_args(summarize(a), retry_info{retries_so_far, max_retries_of(a),
+                                                       a.error_type, a.error_text})));
+  }
+
+private:
+  static constexpr const char* poison_type = "troupe::poison_message";
+
+  static std::int32_t max_retries_of(const attempt& a) {
+    std::int32_t max_retries = a.task->options.max_retries.value_or(default_max_retries);
+    if (auto v = option_int(a.context.options_json, "max_retries"); v && *v >= 0)
+      max_retries = static_cast<std::int32_t>(
+        std::min<std::int64_t>(*v, std::numeric_limits<std::int32_t>::max()));
+    return max_retries;
+  }
+  static bool is_never_retried(const attempt& a, const std::exception_ptr& e) {
+    if (e)
+      for (const auto& never : a.task->options.never_retry)
+        if (never(e))
+          return true;
+    return false;
+  }
+  // Whether a failure `e` after `retries_so_far` retries goes back to the queue.
+  static bool would_retry(const attempt& a, std::int32_t retries_so_far,
+                          const std::exception_ptr& e) {
+    if (is_never_retried(a, e))
+      return false;
+    const auto& opts = a.task->options;
+    return opts.retry_when ? opts.retry_when(retries_so_far, e)
+                           : retries_so_far < max_retries_of(a);
   }
 };
 

@@ -51,9 +51,13 @@ CREATE INDEX IF NOT EXISTS {{n:attempts_message_idx}} ON {{t:attempts}} (message
 -- finds the old ones at almost no cost to each insert.
 CREATE INDEX IF NOT EXISTS {{n:attempts_started_idx}} ON {{t:attempts}} USING brin (started_at);
 
+-- confirm_start: the row came back from a node that died holding it (reap_dead_nodes), so its
+-- next start is written before its task runs (a task that brings its process down within the
+-- second a start write usually waits is then counted, see "Poison messages" in the guide).
 ALTER TABLE {{t:queue}}
   ADD COLUMN IF NOT EXISTS cancel_requested boolean NOT NULL DEFAULT false,
-  ADD COLUMN IF NOT EXISTS progress jsonb;
+  ADD COLUMN IF NOT EXISTS progress jsonb,
+  ADD COLUMN IF NOT EXISTS confirm_start boolean NOT NULL DEFAULT false;
 
 -- Finished rows by state and age, for retention (the janitor's purge and `troupe purge`), so
 -- that a purge reads only what it deletes however much history is kept. Building it takes a

@@ -59,7 +59,10 @@ SELECT n.node_id, n.name, n.host, n.pid, n.queues::text,
 -- owner has no row at all). A message it had started (started_at written) used an attempt: it
 -- is due at once, with a failure record that says the attempt was lost. One it had claimed but
 -- not started goes back as if never claimed (its eta, its attempt taken back). One whose
--- cancel was requested is cancelled instead. The grace lets a live node's listener reconnect after a
+-- cancel was requested is cancelled instead. Every message recovered is marked confirm_start:
+-- its node may have started it without writing the start yet (that write waits a second), so
+-- its next start is written before its task runs, and a task that ends its process is counted.
+-- The grace lets a live node's listener reconnect after a
 -- database restart without its running tasks being handed to other nodes. Returns the counts
 -- and the queues that got messages back, and wakes each of those queues (channel $3) on every
 -- node.
@@ -91,6 +94,7 @@ recovered AS (
                       ELSE 'queued' END::{{t:state}}, -- since 5
          finished_at = CASE WHEN q.cancel_requested THEN now() END, -- since 5
          owner_node = NULL,
+         confirm_start = true, -- since 5
          attempts = CASE WHEN q.started_at IS NULL THEN greatest(q.attempts - 1, 0)
                          ELSE q.attempts END,
          eta = CASE WHEN q.started_at IS NULL THEN q.eta ELSE now() END,

@@ -14,6 +14,19 @@ UPDATE {{t:queue}} q
    AND q.message_id = s.id AND q.owner_node = $1 AND q.attempts = s.attempt
    AND q.state = 'running' AND q.started_at IS NULL
 
+-- name: confirm_start
+-- Node $1 starts these messages (ids $2 at their claims' attempts $3) now, and they came back
+-- from a dead node (confirm_start): their start is written before their tasks run. Returns the
+-- ids written: a row the node no longer owns at that attempt is left alone, and its task does
+-- not run. A start written already (by the claim) stays.
+UPDATE {{t:queue}} q
+   SET started_at = coalesce(q.started_at, now()), confirm_start = false
+  FROM unnest($2::uuid[], $3::integer[]) AS s(id, attempt)
+ WHERE q.message_id = ANY ($2::uuid[])
+   AND q.message_id = s.id AND q.owner_node = $1 AND q.attempts = s.attempt
+   AND q.state = 'running'
+RETURNING q.message_id::text
+
 -- name: write_progress
 -- The progress that tasks of node $1 reported while they run (ids $2 at their claims' attempts
 -- $3, values $4): one row version per message, for the latest value since the last write. A

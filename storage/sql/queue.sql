@@ -76,6 +76,9 @@ FROM STDIN (FORMAT binary)
 -- mark_started). So are a cancel request and a progress left by a delivery before a re-send
 -- (a queued row holds a cancel request only then: a cancel cancels a queued row at once). A paused queue (a queue_control row) gives nothing, this one-statement form
 -- reads the pause on its snapshot (the two-step claim below waits for a pause in progress).
+-- The last two columns say whether the row came back from a dead node (its start is written
+-- before its task runs) and whether its last attempt was lost with its node (it counts against
+-- max_retries, see the retries middleware).
 -- The timestamp comes back through date_part (a float8), not extract (a numeric, which took a
 -- tenth of the statement's time): enqueue times are whole milliseconds, well within a float8's
 -- precision.
@@ -94,7 +97,9 @@ UPDATE {{t:queue}}
             FOR UPDATE SKIP LOCKED))
    AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
 RETURNING message_id::text, task_name, args::text, options::text, attempts, priority,
-          (date_part('epoch', enqueued_at) * 1000)::bigint, (date_part('epoch', eta) * 1000)::bigint
+          (date_part('epoch', enqueued_at) * 1000)::bigint, (date_part('epoch', eta) * 1000)::bigint,
+          false, false -- before 5
+          confirm_start, coalesce(error->>'type' = 'troupe::attempt_lost', false) -- since 5
 
 -- name: claim_lock
 -- The first step of a claim in two steps (inside a transaction the caller began): locks up to
@@ -113,7 +118,9 @@ RETURNING message_id::text, task_name, args::text, options::text, attempts, prio
 SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::text,
        least(q.attempts + 1, 1000000000), q.priority,
        (date_part('epoch', q.enqueued_at) * 1000)::bigint,
-       (date_part('epoch', q.eta) * 1000)::bigint
+       (date_part('epoch', q.eta) * 1000)::bigint,
+       false, false -- before 5
+       q.confirm_start, coalesce(q.error->>'type' = 'troupe::attempt_lost', false) -- since 5
   FROM {{t:queue}} q
  WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
    AND q.state = 'queued' AND q.eta <= now()

@@ -102,7 +102,9 @@ CAF_TEST(each role does its job with the grants alone) {
   auto held = producer_client.enqueue(twice(6));
   CAF_CHECK_EQUAL(to_string(ops.cancel(held.id).outcome), std::string("cancelled"));
   CAF_CHECK(!ops.resume("default").paused);
-  CAF_CHECK_EQUAL(ops.get_state(one.id)->status, "success");
+  auto one_state = ops.get_state(one.id);
+  CAF_REQUIRE(static_cast<bool>(one_state));
+  CAF_CHECK_EQUAL(one_state->status, "success");
   CAF_CHECK_EQUAL(ops.get_states_count({}), 5);
   CAF_CHECK(ops.set_attempt_history(true).enabled);
   auto later = producer_client.enqueue(twice(7));

@@ -177,7 +177,9 @@ CAF_TEST(a skip by the age limit leaves no record) {
   start_node();
   CAF_CHECK(testkit::wait_until([&] { return count("state = 'failed'") == 1; }, 20s));
   stop();
-  CAF_CHECK_EQUAL(ops.get_state(m.id)->status, "skipped");
+  auto m_state = ops.get_state(m.id);
+  CAF_REQUIRE(static_cast<bool>(m_state));
+  CAF_CHECK_EQUAL(m_state->status, "skipped");
   CAF_CHECK(ops.history(m.id).items.empty());
 }
 
@@ -202,7 +204,9 @@ CAF_TEST(history pages by attempt id and purges by age) {
                               *first.items[0].attempt_id));
   CAF_CHECK_EQUAL(ops.purge_history("1 day"), 1);
   CAF_CHECK_EQUAL(ops.history(f.id).items.size(), 1u);
-  CAF_CHECK_EQUAL(ops.get_state(f.id)->status, "success");
+  auto f_state = ops.get_state(f.id);
+  CAF_REQUIRE(static_cast<bool>(f_state));
+  CAF_CHECK_EQUAL(f_state->status, "success");
   try {
     ops.purge_history("-1 day");
     CAF_FAIL("a negative age was taken");

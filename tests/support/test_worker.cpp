@@ -4,6 +4,7 @@
 //   record()          notes its run in SCHEMA.runs (message id, node name, attempt)
 //   sleep_ms(int ms)  notes its run, then sleeps
 //   crash_once()      notes its run; on its first attempt brings the whole process down
+//   crash_always()    notes its run, then brings the whole process down (a poison message)
 // Runs are noted through TROUPE_TEST_NOTE_DSN when it is set (the node's DSN may go through a
 // proxy that a fault test cuts), else through DSN.
 #include "storage/connection.hpp"
@@ -76,6 +77,10 @@ int main(int argc, char** argv) {
       note_run(ctx);
       if (ctx.attempt == 1)
         std::abort();
+    });
+    tasks.define(troupe::task_ref<void()>{"crash_always", queue}, [](troupe::task_context& ctx) {
+      note_run(ctx);
+      std::abort();
     });
     troupe::node_options options;
     options.dsn = g_dsn;

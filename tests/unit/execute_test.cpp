@@ -198,6 +198,36 @@ CAF_TEST(retry_when decides instead of max_retries) {
   CAF_CHECK(execute(tasks, msg("picky", "[]", 2), "default").state == outcome_state::failed);
 }
 
+CAF_TEST(an attempt lost with its node counts against max_retries) {
+  auto lost = [&](std::string task, std::string args, std::int32_t attempt) {
+    auto m = msg(std::move(task), std::move(args), attempt);
+    m.previous_lost = true;
+    return m;
+  };
+  // flaky: max_retries 2. After attempt 2 was lost one retry is left: attempt 3 runs.
+  auto third = execute(tasks, lost("flaky", "[0]", 3), "default");
+  CAF_CHECK(third.state == outcome_state::done);
+  // After attempt 3 was lost none is left: attempt 4 fails without running, for good, and the
+  // exhausted handler follows.
+  auto fourth = execute(tasks, lost("flaky", "[0]", 4), "default");
+  CAF_CHECK(fourth.state == outcome_state::failed);
+  CAF_CHECK(contains(fourth.error_json, R"("type":"troupe::poison_message")"));
+  CAF_CHECK(contains(fourth.error_json, "attempt 3 was lost with its node"));
+  CAF_REQUIRE_EQUAL(fourth.follow_ups.size(), 2u);
+  CAF_CHECK_EQUAL(fourth.follow_ups[0].task, "failed_once");
+  CAF_CHECK_EQUAL(fourth.follow_ups[1].task, "gave_up");
+  CAF_CHECK(contains(fourth.follow_ups[1].args_json, R"("type": "troupe::poison_message")"));
+  // The same attempt number without a lost attempt before it runs.
+  CAF_CHECK(execute(tasks, msg("flaky", "[0]", 4), "default").state == outcome_state::done);
+  // retry_when decides for the lost attempt too: picky retries once, so attempt 2 runs (and
+  // fails for good by its own failure), and attempt 3 does not.
+  auto second = execute(tasks, lost("picky", "[]", 2), "default");
+  CAF_CHECK(second.state == outcome_state::failed);
+  CAF_CHECK(contains(second.error_json, R"("type":"std::runtime_error")"));
+  auto picked = execute(tasks, lost("picky", "[]", 3), "default");
+  CAF_CHECK(contains(picked.error_json, "troupe::poison_message"));
+}
+
 CAF_TEST(a message older than max_age is skipped without running) {
   auto old = execute(tasks, msg("young", "[]", 1, "{}", 1000), "default");
   CAF_CHECK(old.state == outcome_state::failed);

@@ -40,6 +40,9 @@ struct attempt {
   const task_registry* registry = nullptr;
   /// A failure no retry can mend (unknown task, undecodable arguments).
   bool permanent = false;
+  /// The attempt before this one started and was lost with its node (its process ended while
+  /// it ran): the retries middleware counts it as a failure of type troupe::attempt_lost.
+  bool previous_lost = false;
   attempt_status status = attempt_status::done;
   std::string result_json;
   /// Failure details: the exception's type name and text (or Troupe's own reason).
@@ -82,7 +85,9 @@ public:
   /// After a message was published.
   virtual void after_enqueue(const message&) {}
 
-  /// Before the task runs. Throw skip_attempt to skip it.
+  /// Before the task runs. Throw skip_attempt to skip it; set `status` to failed (with
+  /// `error_type` and `error_text`) to fail it without running (the hooks after it are not
+  /// called, after_process hooks are).
   virtual void before_process(attempt&) {}
   /// After the task ran (or failed to): may change how the attempt ends (retry, follow-ups).
   virtual void after_process(attempt&) {}

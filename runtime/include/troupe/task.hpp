@@ -68,6 +68,14 @@ private:
   std::chrono::milliseconds delay_;
 };
 
+/// What never_retry_on and retry_when see for an attempt that was lost with its node (its
+/// process ended while it ran): the retries middleware counts it as a failed attempt before the
+/// next one starts (see "Poison messages" in docs/guide.md). Never thrown by Troupe.
+class attempt_lost : public std::runtime_error {
+public:
+  attempt_lost() : std::runtime_error("the attempt's process ended while it ran") {}
+};
+
 /// Where a running task's progress goes (the node's; a task run outside a node has none, and
 /// its reports go nowhere). Implementations take the value and never block for long.
 class progress_sink {
