@@ -1,4 +1,4 @@
-// Helpers of the typed calls in storage/queries.cpp and storage/publish_queries.cpp: one
+// Helpers of the typed calls in storage/queries.cpp, publish_queries.cpp and operations.cpp: one
 // column of many rows as a PostgreSQL array literal (the statements take parallel arrays).
 #pragma once
 
