@@ -100,8 +100,13 @@ storage::outcome to_outcome(attempt& a) {
   switch (a.status) {
   case attempt_status::done:
     o.state = storage::outcome_state::done;
-    if (keep_result)
+    if (keep_result) {
       o.result_json = std::move(a.result_json);
+      auto task_ttl = a.task->options.result_ttl.value_or(std::chrono::milliseconds{0}).count();
+      o.result_ttl_ms = std::clamp<std::int64_t>(
+        option_int(a.context.options_json, "result_ttl").value_or(task_ttl), 0,
+        limits::max_option_ms);
+    }
     break;
   case attempt_status::failed:
     o.state = a.retry ? storage::outcome_state::retry : storage::outcome_state::failed;

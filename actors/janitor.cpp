@@ -80,14 +80,36 @@ void maybe_vacuum(janitor_ptr self) {
       });
 }
 
+// The changes to the finished counts are added up, and results past their result_ttl are
+// cleared, up to 1,000 per pass. The pass ends with it.
+void tidy(janitor_ptr self) {
+  self->request(self->state.settings.storage, seconds(30), tidy_atom_v, std::int32_t{1000})
+    .then(
+      [=](std::int64_t gone) {
+        self->state.pass_running = false;
+        if (gone > 0)
+          log().info("janitor: cleared {} result(s) past their result_ttl", gone);
+      },
+      [=](caf::error& err) {
+        self->state.pass_running = false;
+        log().warn("janitor: counts and result expiry failed "
+                   "statement=fold_state_counts+expire_results error={}",
+                   describe(err));
+      });
+}
+
 // The retention part of a pass (areas from migration 5 on): finished rows past their state's
-// window go, a bounded batch per pass. The pass ends with it.
+// window go, a bounded batch per pass, then the tidying up.
 void maybe_purge(janitor_ptr self) {
   auto& st = self->state;
   const auto& k = st.settings.keep;
   bool operations = st.settings.statements && st.settings.statements->version() >= 5;
-  if (!operations || (k.done_ms <= 0 && k.failed_ms <= 0 && k.cancelled_ms <= 0)) {
+  if (!operations) {
     st.pass_running = false;
+    return;
+  }
+  if (k.done_ms <= 0 && k.failed_ms <= 0 && k.cancelled_ms <= 0) {
+    tidy(self);
     return;
   }
   self
@@ -95,9 +117,9 @@ void maybe_purge(janitor_ptr self) {
               k.cancelled_ms)
     .then(
       [=](std::int64_t gone) {
-        self->state.pass_running = false;
         if (gone > 0)
           log().info("janitor: purged {} finished row(s) past their retention", gone);
+        tidy(self);
       },
       [=](caf::error& err) {
         self->state.pass_running = false;

@@ -26,6 +26,7 @@ CAF_ADD_ATOM(troupe_internal, troupe::actors, vacuum_atom, "vacuum")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, stats_atom, "stats")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, mark_started_atom, "markstart")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, purge_atom, "purge")
+CAF_ADD_ATOM(troupe_internal, troupe::actors, tidy_atom, "tidy")
 CAF_ADD_ATOM(troupe_internal, troupe::actors, progress_atom, "progress")
 // Reports between the node's actors.
 CAF_ADD_ATOM(troupe_internal, troupe::actors, locked_atom, "locked")
@@ -62,7 +63,7 @@ typename Inspector::result_type inspect(Inspector& f, claimed_message& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, outcome& x) {
   return f(caf::meta::type_name("outcome"), x.id, x.attempt, x.state, x.result_json, x.error_json,
-           x.retry_delay_ms, x.ran_ms, x.follow_ups);
+           x.retry_delay_ms, x.ran_ms, x.progress_json, x.result_ttl_ms, x.follow_ups);
 }
 
 template <class Inspector>
@@ -167,7 +168,11 @@ using storage_actor = storage_pool_actor::extend<
                   std::vector<storage::progress_update>>::with<std::int64_t>,
   // one retention pass: finished rows older than these windows (ms; done, failed, cancelled;
   // 0 keeps them), up to 1,000 of each state; replies with how many went
-  caf::replies_to<purge_atom, std::int64_t, std::int64_t, std::int64_t>::with<std::int64_t>>;
+  caf::replies_to<purge_atom, std::int64_t, std::int64_t, std::int64_t>::with<std::int64_t>,
+  // the end of a janitor pass: adds the pending changes to the finished counts
+  // (storage::fold_state_counts) and clears up to `limit` stored results past their
+  // result_ttl (storage::expire_results); replies with how many results
+  caf::replies_to<tidy_atom, std::int32_t>::with<std::int64_t>>;
 
 /// Claims and dispatches the messages of one queue on this node; the only owner of its
 /// in-flight set (actors/consumer.hpp).

@@ -2,6 +2,7 @@
 
 #include "runtime/src/publish_plan.hpp"
 #include "storage/connection.hpp"
+#include "storage/counts.hpp"
 #include "storage/operations.hpp"
 #include "storage/queries.hpp"
 #include "troupe/dsn.hpp"
@@ -177,6 +178,12 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
         return storage::purge_finished(c, stmts, storage::retention{done, failed, cancelled}, 1000);
       });
     },
+    [=, &st, &stmts](tidy_atom, std::int32_t limit) -> caf::result<std::int64_t> {
+      return st.guarded([&](storage::connection& c) {
+        storage::fold_state_counts(c, stmts);
+        return storage::expire_results(c, stmts, limit);
+      });
+    },
   };
 }
 
@@ -281,6 +288,7 @@ storage_actor::behavior_type router_impl(storage_actor::stateful_pointer<router_
     [=](purge_atom a, std::int64_t d, std::int64_t f, std::int64_t c) {
       return self->delegate(self->state.pick(), a, d, f, c);
     },
+    [=](tidy_atom a, std::int32_t limit) { return self->delegate(self->state.pick(), a, limit); },
   };
 }
 

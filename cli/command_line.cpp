@@ -52,7 +52,7 @@ void parse_migrate_options(argument_cursor& cur, command_line& cl, std::string_v
   }
 }
 
-/// `stats [--json] [--queue Q]`.
+/// `stats [--json] [--queue Q] [--recount]`.
 void parse_stats_options(argument_cursor& cur, command_line& cl) {
   while (!cur.done()) {
     auto arg = cur.next();
@@ -68,6 +68,9 @@ void parse_stats_options(argument_cursor& cur, command_line& cl) {
       cl.json = true;
     } else if (opt.name == "--queue") {
       cl.queue = parse_queue(cur.value_of(opt));
+    } else if (opt.name == "--recount") {
+      reject_value(opt);
+      cl.recount = true;
     } else {
       unknown_option(opt, "stats");
     }

@@ -61,6 +61,8 @@ struct command_line {
   bool json = false;
   /// `--queue` of stats, already validated.
   std::optional<std::string> queue;
+  /// `--recount` of stats.
+  bool recount = false;
   /// `--from` of `sql upgrade`.
   int from_version = 0;
   /// `--producer`, `--node`, `--operator` of `sql grants`.

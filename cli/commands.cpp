@@ -63,7 +63,10 @@ void run_sql(const command_line& cl, std::ostream& out) {
 }
 
 void run_stats(const command_line& cl, std::ostream& out) {
-  auto stats = open_admin(cl).stats(cl.queue);
+  auto area_admin = open_admin(cl);
+  if (cl.recount)
+    area_admin.recount_stats();
+  auto stats = area_admin.stats(cl.queue);
   out << (cl.json ? format_stats_json(stats) : format_stats_text(stats));
 }
 

@@ -31,8 +31,10 @@ Verbs:
   sql grants [--producer R] [--node R] [--operator R]
                               print the least-privilege GRANTs of these roles
                               (no connection)
-  stats [--json] [--queue Q]  per-queue message counts by state, ready, scheduled and
-                              the age of the oldest ready message
+  stats [--json] [--queue Q] [--recount]
+                              per-queue message counts by state, ready, scheduled and
+                              the age of the oldest ready message; --recount first
+                              rebuilds the finished counts from the rows
   pause Q, resume Q           pause or resume queue Q (persistent, idempotent)
   queue-status [Q]            whether Q (or every known queue) is paused
   cancel ID                   cancel a message: queued now, running by request

@@ -28,27 +28,30 @@ GRANT SELECT ON {{t:versions}} TO {role};
 // sets, so the producer may read them too (arguments included).
 constexpr std::string_view producer =
   R"(GRANT SELECT (message_id, queue_name, task_name, args, options, priority, eta,
-              enqueued_at, state, result, error),
+              enqueued_at, state, result, result_expires_at, error),
       INSERT (message_id, queue_name, task_name, args, options, priority, eta, enqueued_at),
       UPDATE (queue_name, task_name, args, options, priority, eta, state, owner_node,
-              started_at, finished_at, result, error)
+              started_at, finished_at, result, result_expires_at, error)
    ON {{t:queue}} TO {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {{t:deduplication}} TO {role};
+GRANT INSERT ON {{t:state_count_changes}} TO {role};
 )";
 
 // Claiming, running and completing messages, publishing follow-ups, the node registry and its
-// janitor (recovery, retention), attempt history. Reads the pause and history settings, never
-// writes them.
+// janitor (recovery, retention, the finished counts), attempt history. Reads the pause and
+// history settings, never writes them.
 constexpr std::string_view node = R"(GRANT SELECT, INSERT, UPDATE, DELETE
-   ON {{t:queue}}, {{t:nodes}}, {{t:deduplication}}, {{t:attempts}} TO {role};
+   ON {{t:queue}}, {{t:nodes}}, {{t:deduplication}}, {{t:attempts}}, {{t:state_counts}},
+      {{t:state_count_changes}} TO {role};
 GRANT SELECT ON {{t:queue_control}}, {{t:area_settings}} TO {role};
 )";
 
 // Everything the `troupe` verbs do to an area's rows: pause, cancel, retry, purge, flush,
-// recover, the states, attempt history and its setting. No DDL: init and upgrade stay with the
-// area's owner.
+// recover, the states, the statistics and their recount, attempt history and its setting. No
+// DDL: init and upgrade stay with the area's owner.
 constexpr std::string_view operator_ = R"(GRANT SELECT, INSERT, UPDATE, DELETE
-   ON {{t:queue}}, {{t:nodes}}, {{t:deduplication}}, {{t:attempts}} TO {role};
+   ON {{t:queue}}, {{t:nodes}}, {{t:deduplication}}, {{t:attempts}}, {{t:state_counts}},
+      {{t:state_count_changes}} TO {role};
 GRANT SELECT, INSERT, UPDATE ON {{t:queue_control}} TO {role};
 GRANT SELECT, UPDATE ON {{t:area_settings}} TO {role};
 )";

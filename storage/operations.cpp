@@ -288,6 +288,10 @@ std::int64_t purge_finished(connection& conn, const statement_set& stmts, const 
   return total;
 }
 
+std::int64_t expire_results(connection& conn, const statement_set& stmts, std::int32_t limit) {
+  return conn.run(stmts.get(sql::expire_results), {std::to_string(limit)}).int64(0, 0);
+}
+
 namespace {
 
 // invalid_argument unless `interval` is a positive PostgreSQL interval.
@@ -384,7 +388,7 @@ std::vector<std::string> missing_indexes(connection& conn, const statement_set& 
   const auto& a = stmts.where();
   std::vector<std::string> wanted;
   for (const char* name : {"queue_fetch_idx", "queue_running_idx", "queue_finished_idx",
-                           "queue_failed_idx", "queue_history_idx"})
+                           "queue_failed_idx", "queue_history_idx", "queue_result_expiry_idx"})
     wanted.push_back(quote_identifier(a.schema) + "." + quote_identifier(a.prefix + name));
   auto res = conn.run(stmts.get(sql::missing_indexes), {array_literal(wanted)});
   std::vector<std::string> out;

@@ -82,6 +82,8 @@ std::string database_now(connection& conn, const statement_set& stmts);
 /// purges at the same moment. Returns how many rows went.
 std::int64_t purge_finished(connection& conn, const statement_set& stmts, const retention& r,
                             std::int32_t limit);
+/// Clears up to `limit` stored results past their result_ttl; returns how many.
+std::int64_t expire_results(connection& conn, const statement_set& stmts, std::int32_t limit);
 /// One batch of `troupe purge`: up to `limit` finished rows of `states` older than `interval`
 /// (PostgreSQL's interval syntax, checked positive first: invalid_argument otherwise).
 std::int64_t purge_older(connection& conn, const statement_set& stmts,

@@ -180,8 +180,10 @@ std::int64_t complete_batch(connection& conn, const statement_set& stmts, std::i
   };
   // One version for the parameters and the statement: the listener may switch it meanwhile.
   auto version = stmts.version();
-  if (version >= 5) // the progress column
+  if (version >= 5) { // the progress and result expiry columns
     p.push_back(nullable_column(outcomes, [](const outcome& o) { return o.progress_json; }));
+    p.push_back(column(outcomes, [](const outcome& o) { return std::to_string(o.result_ttl_ms); }));
+  }
   bool any_follow_ups = std::any_of(outcomes.begin(), outcomes.end(),
                                     [](const outcome& o) { return !o.follow_ups.empty(); });
   if (!any_follow_ups)
@@ -254,38 +256,15 @@ std::vector<finished_message> read_results(connection& conn, const statement_set
     return out;
   auto res = conn.run(stmts.get(sql::read_results), {array_literal(ids)});
   for (int r = 0; r < res.rows(); ++r)
-    out.push_back(
-      finished_message{std::string(res.text(r, 0)), std::string(res.text(r, 1)),
-                       res.is_null(r, 2) ? std::string() : std::string(res.text(r, 2)),
-                       res.is_null(r, 3) ? std::string() : std::string(res.text(r, 3))});
+    out.push_back(finished_message{std::string(res.text(r, 0)), std::string(res.text(r, 1)),
+                                   res.is_null(r, 2) ? std::string() : std::string(res.text(r, 2)),
+                                   res.is_null(r, 3) ? std::string() : std::string(res.text(r, 3)),
+                                   res.text(r, 4) == "t"});
   return out;
 }
 
 bool message_exists(connection& conn, const statement_set& stmts, const std::string& id) {
   return conn.run(stmts.get(sql::message_exists), {id}).int64(0, 0) > 0;
-}
-
-std::vector<troupe::queue_stats> queue_statistics(connection& conn, const statement_set& stmts,
-                                                  const std::string* only_queue) {
-  params p{only_queue ? std::optional<std::string>(*only_queue) : std::nullopt};
-  auto res = conn.run(stmts.get(sql::queue_stats), p);
-  std::vector<troupe::queue_stats> out;
-  for (int r = 0; r < res.rows(); ++r) {
-    troupe::queue_stats s;
-    s.queue = res.text(r, 0);
-    s.queued = res.int64(r, 1);
-    s.running = res.int64(r, 2);
-    s.done = res.int64(r, 3);
-    s.failed = res.int64(r, 4);
-    s.cancelled = res.int64(r, 5);
-    s.ready = res.int64(r, 6);
-    s.scheduled = res.int64(r, 7);
-    s.oldest_ready_seconds = res.float8(r, 8);
-    out.push_back(std::move(s));
-  }
-  if (only_queue && out.empty())
-    out.push_back(troupe::queue_stats{*only_queue});
-  return out;
 }
 
 } // namespace troupe::storage

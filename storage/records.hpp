@@ -76,6 +76,8 @@ struct outcome {
   std::int64_t ran_ms = 0;
   /// The progress the task reported last that its node has not written (JSON); empty: none.
   std::string progress_json;
+  /// How long a stored result lives (result_ttl, ms); 0: as long as its row.
+  std::int64_t result_ttl_ms = 0;
   /// Messages published in the same transaction as this outcome, only if it is written.
   std::vector<message> follow_ups;
 };
@@ -127,6 +129,8 @@ struct finished_message {
   std::string state;       ///< done, failed or cancelled
   std::string result_json; ///< empty when none was stored
   std::string error_json;  ///< empty when none
+  /// Its stored result passed its result_ttl (result_json is then empty).
+  bool result_expired = false;
 };
 
 /// What one janitor pass found.

@@ -2,6 +2,7 @@
 
 #include "runtime/src/admin_impl.hpp"
 #include "storage/connection.hpp"
+#include "storage/counts.hpp"
 #include "storage/grants.hpp"
 #include "storage/migrations.hpp"
 #include "storage/operations.hpp"
@@ -81,6 +82,13 @@ std::vector<queue_stats> admin::stats(const std::optional<std::string>& queue) {
   return impl_->with_connection([&](storage::connection& c) {
     impl_->require_initialized(c);
     return storage::queue_statistics(c, *impl_->stmts, queue ? &*queue : nullptr);
+  });
+}
+
+std::int64_t admin::recount_stats(std::chrono::milliseconds lock_wait) {
+  return impl_->with_connection([&](storage::connection& c) {
+    impl_->require_operations(c, "recounting the statistics");
+    return storage::recount_states(c, *impl_->stmts, lock_wait);
   });
 }
 

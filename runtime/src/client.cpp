@@ -17,6 +17,9 @@ namespace troupe {
 
 std::string detail::result_of(const storage::finished_message& m) {
   if (m.state == "done") {
+    if (m.result_expired)
+      throw result_error(errc::not_found,
+                         "message " + m.id + " finished, but its result expired (result_ttl)");
     if (m.result_json.empty())
       throw result_error(errc::not_found, "message " + m.id +
                                             " finished, but its task does not store results "

@@ -248,6 +248,10 @@ message message::with_time_limit(std::chrono::milliseconds limit) const {
   return with_positive_duration(*this, "time_limit", limit);
 }
 
+message message::with_result_ttl(std::chrono::milliseconds ttl) const {
+  return with_positive_duration(*this, "result_ttl", ttl);
+}
+
 message message::with_on_success(std::string task) const {
   return with_message_option(*this, "on_success", std::string_view(task));
 }

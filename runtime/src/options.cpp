@@ -114,7 +114,8 @@ std::optional<std::string> check_message_options(std::string_view options_json) 
       return std::nullopt;
     };
     std::optional<std::string> fault;
-    if (key == "time_limit" || key == "min_backoff" || key == "max_backoff" || key == "max_age")
+    if (key == "time_limit" || key == "min_backoff" || key == "max_backoff" || key == "max_age" ||
+        key == "result_ttl")
       fault = range(0, max_option_ms, "ms");
     else if (key == "max_retries")
       fault = range(0, max_retries, "");

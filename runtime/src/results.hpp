@@ -9,7 +9,8 @@
 namespace troupe::detail {
 
 /// The result JSON of a finished message, or the result_error (troupe/client.hpp) it stands
-/// for: not_found (done without a stored result), task_cancelled, task_skipped, task_failed.
+/// for: not_found (done without a stored result, or one past its result_ttl), task_cancelled,
+/// task_skipped, task_failed.
 std::string result_of(const storage::finished_message& m);
 
 } // namespace troupe::detail

@@ -12,6 +12,15 @@
 --                        written by the statements that complete messages and recover those
 --                        of dead nodes, while area_settings says so. Never arguments or
 --                        results.
+--   state_counts         how many rows of each queue are done, failed or cancelled, for
+--                        `troupe stats` (which then reads no history), with
+--   state_count_changes  the changes to those counts not yet added: each statement that
+--                        moves rows into or out of a finished state (or deletes them)
+--                        appends its change here, a plain insert that waits for nobody, and
+--                        the janitor adds them up into state_counts.
+--   result_expires_at    when a stored result expires (result_ttl): a read after it reports
+--                        it expired, and the janitor clears the result (the expiry stays).
+--                        NULL: it never does.
 -- Adding the two columns changes only the table's description (their defaults are constants):
 -- it takes the queue table's strongest lock for a moment, once every transaction already using
 -- the table has ended, and rewrites nothing.
@@ -57,7 +66,8 @@ CREATE INDEX IF NOT EXISTS {{n:attempts_started_idx}} ON {{t:attempts}} USING br
 ALTER TABLE {{t:queue}}
   ADD COLUMN IF NOT EXISTS cancel_requested boolean NOT NULL DEFAULT false,
   ADD COLUMN IF NOT EXISTS progress jsonb,
-  ADD COLUMN IF NOT EXISTS confirm_start boolean NOT NULL DEFAULT false;
+  ADD COLUMN IF NOT EXISTS confirm_start boolean NOT NULL DEFAULT false,
+  ADD COLUMN IF NOT EXISTS result_expires_at timestamptz;
 
 -- Finished rows by state and age, for retention (the janitor's purge and `troupe purge`), so
 -- that a purge reads only what it deletes however much history is kept. Building it takes a
@@ -78,3 +88,30 @@ CREATE INDEX IF NOT EXISTS {{n:queue_failed_idx}}
 -- note on its lock applies.
 CREATE INDEX IF NOT EXISTS {{n:queue_history_idx}}
   ON {{t:queue}} (state, enqueued_at, message_id) WHERE state IN ('done', 'failed', 'cancelled');
+
+-- Stored results that expire, by expiry, for the janitor that clears them: only a row holding
+-- a result with a result_ttl has an entry. The same note on its lock applies (the column is
+-- new, so the build reads the table once and writes an empty index).
+CREATE INDEX IF NOT EXISTS {{n:queue_result_expiry_idx}}
+  ON {{t:queue}} (result_expires_at) WHERE result_expires_at IS NOT NULL AND result IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS {{t:state_counts}} (
+  queue_name text NOT NULL,
+  state      {{t:state}} NOT NULL,
+  n          bigint NOT NULL,
+  PRIMARY KEY (queue_name, state)
+);
+-- No index: it is read whole, and it holds the changes of a janitor interval or so.
+CREATE TABLE IF NOT EXISTS {{t:state_count_changes}} (
+  queue_name text NOT NULL,
+  state      {{t:state}} NOT NULL,
+  n          bigint NOT NULL
+);
+-- The counts start from the rows there are. Nodes of an earlier release (or this release's
+-- nodes on version-4 statements, for the minute they take to see this version) do not count
+-- what they finish: `troupe stats --recount` sets the counts right once they are gone.
+INSERT INTO {{t:state_counts}} (queue_name, state, n)
+SELECT queue_name, state, count(*) FROM {{t:queue}}
+ WHERE state IN ('done', 'failed', 'cancelled')
+ GROUP BY queue_name, state
+ON CONFLICT DO NOTHING;

@@ -110,7 +110,8 @@ recovered AS (
    WHERE q.state = 'running'
      AND (q.owner_node IS NULL OR q.owner_node NOT IN (SELECT node_id FROM kept))
   RETURNING q.queue_name) -- before 5
-  RETURNING q.queue_name, q.message_id, q.attempts, q.task_name, q.started_at, q.error), -- since 5
+  RETURNING q.queue_name, q.message_id, q.attempts, q.task_name, q.started_at, q.error, -- since 5
+            q.state), -- since 5
 -- With attempt history on (migration 5), each attempt lost with its node gets its record:
 -- started, never finished (shown as incomplete).
 lost AS ( -- since 5
@@ -119,7 +120,12 @@ lost AS ( -- since 5
          r.started_at -- since 5
     FROM recovered r -- since 5
    WHERE r.started_at IS NOT NULL -- since 5
-     AND (SELECT s.attempt_history FROM {{t:area_settings}} s)) -- since 5
+     AND (SELECT s.attempt_history FROM {{t:area_settings}} s)), -- since 5
+counted AS ( -- since 5
+  INSERT INTO {{t:state_count_changes}} (queue_name, state, n) -- since 5
+  SELECT x.queue_name, x.state, count(*) -- since 5
+    FROM recovered x WHERE x.state = 'cancelled' -- since 5
+   GROUP BY 1, 2) -- since 5
 SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM recovered),
        coalesce((SELECT array_agg(DISTINCT queue_name) FROM recovered), '{}')::text,
        (SELECT count(*) FROM suspect), (SELECT count(*) FROM cleared),

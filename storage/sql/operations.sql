@@ -112,7 +112,12 @@ u AS (
     FROM b
    WHERE q.message_id = b.message_id AND b.state IN ('queued', 'running')
      AND NOT (b.state = 'running' AND b.cancel_requested)
-  RETURNING q.state)
+  RETURNING q.state, q.queue_name),
+counted AS (
+  INSERT INTO {{t:state_count_changes}} (queue_name, state, n)
+  SELECT x.queue_name, x.state, count(*)
+    FROM u x WHERE x.state = 'cancelled'
+   GROUP BY 1, 2)
 SELECT b.state::text, coalesce((SELECT u.state FROM u), b.state)::text, b.cancel_requested,
        (SELECT count(*) FROM (SELECT pg_notify($2, '')
                                WHERE EXISTS (SELECT FROM u WHERE u.state = 'cancelled')) r),
@@ -142,7 +147,12 @@ u AS (
          result = CASE WHEN t.state = 'queued' THEN NULL ELSE q.result END
     FROM t
    WHERE q.ctid = t.ctid
-  RETURNING q.state)
+  RETURNING q.state, q.queue_name),
+counted AS (
+  INSERT INTO {{t:state_count_changes}} (queue_name, state, n)
+  SELECT x.queue_name, x.state, count(*)
+    FROM u x WHERE x.state = 'cancelled'
+   GROUP BY 1, 2)
 SELECT (SELECT count(*) FROM u WHERE u.state = 'cancelled'),
        (SELECT count(*) FROM u WHERE u.state = 'running'),
        (SELECT count(*) FROM (SELECT pg_notify($4, '')
@@ -200,10 +210,16 @@ WITH b AS MATERIALIZED (
 r AS (
   UPDATE {{t:queue}} q
      SET state = 'queued', attempts = 0, eta = now(), started_at = NULL, finished_at = NULL,
-         result = NULL, error = NULL, cancel_requested = false, progress = NULL
+         result = NULL, result_expires_at = NULL, error = NULL, cancel_requested = false,
+         progress = NULL
     FROM b
    WHERE q.message_id = b.message_id AND b.state = 'failed' AND b.owner_node IS NULL
-  RETURNING q.queue_name)
+  RETURNING q.queue_name),
+counted AS (
+  INSERT INTO {{t:state_count_changes}} (queue_name, state, n)
+  SELECT x.queue_name, 'failed'::{{t:state}}, -count(*)
+    FROM r x
+   GROUP BY 1, 2)
 SELECT b.state::text, b.owner_node, EXISTS (SELECT FROM r),
        (SELECT count(*) FROM (SELECT pg_notify($2, r.queue_name) FROM r) n)
   FROM b
@@ -216,7 +232,8 @@ SELECT b.state::text, b.owner_node, EXISTS (SELECT FROM r),
 WITH r AS (
   UPDATE {{t:queue}} q
      SET state = 'queued', attempts = 0, eta = now(), started_at = NULL, finished_at = NULL,
-         result = NULL, error = NULL, cancel_requested = false, progress = NULL
+         result = NULL, result_expires_at = NULL, error = NULL, cancel_requested = false,
+         progress = NULL
    WHERE q.ctid = ANY (ARRAY(
            SELECT f.ctid FROM {{t:queue}} f
             WHERE f.state = 'failed' AND f.owner_node IS NULL
@@ -225,7 +242,12 @@ WITH r AS (
               AND ($2::text IS NULL OR f.task_name = $2)
             LIMIT $3
               FOR UPDATE SKIP LOCKED))
-  RETURNING q.queue_name)
+  RETURNING q.queue_name),
+counted AS (
+  INSERT INTO {{t:state_count_changes}} (queue_name, state, n)
+  SELECT x.queue_name, 'failed'::{{t:state}}, -count(*)
+    FROM r x
+   GROUP BY 1, 2)
 SELECT (SELECT count(*) FROM r),
        (SELECT count(*) FROM (SELECT pg_notify($4, d.queue_name)
                                 FROM (SELECT DISTINCT queue_name FROM r) d) n)
@@ -246,6 +268,28 @@ gone AS (
             ORDER BY q.finished_at
             LIMIT $3
               FOR UPDATE SKIP LOCKED))
+  RETURNING queue_name, state),
+counted AS (
+  INSERT INTO {{t:state_count_changes}} (queue_name, state, n)
+  SELECT x.queue_name, x.state, -count(*)
+    FROM gone x
+   GROUP BY 1, 2)
+SELECT count(*) FROM gone
+
+-- name: expire_results
+-- Clears up to $1 stored results whose result_ttl has passed, soonest expired first, through
+-- the expiry index, and returns how many. The expiry stays, so that a read still says why
+-- there is no result, and the row leaves the index. Rows another transaction holds are
+-- skipped, and a read already reports these as expired.
+WITH gone AS (
+  UPDATE {{t:queue}} q
+     SET result = NULL
+   WHERE q.ctid = ANY (ARRAY(
+           SELECT e.ctid FROM {{t:queue}} e
+            WHERE e.result_expires_at <= now() AND e.result IS NOT NULL
+            ORDER BY e.result_expires_at
+            LIMIT $1
+              FOR UPDATE SKIP LOCKED))
   RETURNING 1)
 SELECT count(*) FROM gone
 
@@ -261,7 +305,13 @@ WITH gone AS (
             ORDER BY q.finished_at
             LIMIT $3
               FOR UPDATE SKIP LOCKED))
-  RETURNING 1)
+  RETURNING 1) -- before 5
+  RETURNING queue_name, state), -- since 5
+counted AS ( -- since 5
+  INSERT INTO {{t:state_count_changes}} (queue_name, state, n) -- since 5
+  SELECT x.queue_name, x.state, -count(*) -- since 5
+    FROM gone x -- since 5
+   GROUP BY 1, 2) -- since 5
 SELECT count(*) FROM gone
 
 -- name: interval_positive

@@ -10,7 +10,15 @@
 -- of a publish whose reply was lost must not revive a message that already ran). eta is the
 -- server's clock at the publish plus the delay: clock_timestamp(), read once per statement, since
 -- inside a caller's long transaction now() would be the transaction's start.
-WITH ins AS (
+-- From migration 5 on, the rows of ids that exist are locked first (old, read before the
+-- insert runs), so that what a re-send takes out of the finished counts is what the rows held
+-- when it changed them (a re-sent done or failed row leaves its count).
+WITH old AS MATERIALIZED ( -- since 5
+  SELECT q.queue_name, q.state FROM {{t:queue}} q -- since 5
+   WHERE q.message_id = ANY ($1::uuid[]) AND $10::boolean -- since 5
+     FOR UPDATE), -- since 5
+ins AS ( -- since 5
+WITH ins AS ( -- before 5
   INSERT INTO {{t:queue}} AS q
          (message_id, queue_name, task_name, args, options, priority, eta, enqueued_at)
   SELECT m.id, m.queue, m.task, m.args, m.options, m.priority,
@@ -19,13 +27,21 @@ WITH ins AS (
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::integer[],
                 $7::bigint[], $8::bigint[])
          AS m(id, queue, task, args, options, priority, delay_ms, ts_ms)
+   WHERE (SELECT count(*) FROM old) >= 0 -- since 5
   ON CONFLICT (message_id) DO UPDATE
      SET queue_name = excluded.queue_name, task_name = excluded.task_name,
          args = excluded.args, options = excluded.options, priority = excluded.priority,
+         result_expires_at = NULL, -- since 5
          eta = excluded.eta, state = 'queued', owner_node = NULL, started_at = NULL,
          finished_at = NULL, result = NULL, error = NULL
    WHERE q.state <> 'cancelled' AND $10::boolean
-  RETURNING q.queue_name)
+  RETURNING q.queue_name) -- before 5
+  RETURNING q.queue_name), -- since 5
+counted AS ( -- since 5
+  INSERT INTO {{t:state_count_changes}} (queue_name, state, n) -- since 5
+  SELECT x.queue_name, x.state, -count(*) -- since 5
+    FROM old x WHERE x.state IN ('done', 'failed') -- since 5
+   GROUP BY 1, 2) -- since 5
 SELECT (SELECT count(*) FROM ins),
        (SELECT count(*) FROM (SELECT pg_notify($9, d.queue_name)
                                 FROM (SELECT DISTINCT queue_name FROM ins) d) n)
@@ -183,7 +199,8 @@ SELECT ceil(extract(epoch FROM min(e.eta) - now()) * 1000)::bigint
 -- A retry of a message whose cancel was requested is cancelled instead ("its next start is
 -- cancelled"). $9 is how long each attempt ran (ms, negative for one that never started): an
 -- attempt that ended before its node wrote its start gets started_at from it. $10 is the
--- progress each task reported last and its node had not written (NULL: the row's stays).
+-- progress each task reported last and its node had not written (NULL: the row's stays). $11
+-- is each result's lifetime (ms, 0: for ever).
 WITH written AS (
 UPDATE {{t:queue}} q
    SET state = c.state::{{t:state}}, -- before 5
@@ -200,15 +217,18 @@ UPDATE {{t:queue}} q
        eta = CASE WHEN c.state = 'queued' THEN now() + c.retry_ms * interval '1 millisecond'
                   ELSE q.eta END,
        progress = coalesce(c.progress, q.progress), -- since 5
+       result_expires_at = CASE WHEN c.result IS NOT NULL AND c.ttl_ms > 0 -- since 5
+                                THEN now() + c.ttl_ms * interval '1 millisecond' END, -- since 5
        result = c.result,
        error = c.error
   FROM unnest($2::uuid[], $3::integer[], $4::text[], $5::jsonb[], $6::jsonb[], $7::bigint[],
               $9::bigint[],
-              $10::jsonb[], -- since 5
+              $10::jsonb[], $11::bigint[], -- since 5
               array_fill($1::integer, ARRAY[cardinality($2::uuid[])]),
               array_fill('running'::{{t:state}}, ARRAY[cardinality($2::uuid[])]))
        AS c(id, attempt, state, result, error, retry_ms, ran_ms, owner, running) -- before 5
-       AS c(id, attempt, state, result, error, retry_ms, ran_ms, progress, owner, running) -- since 5
+       AS c(id, attempt, state, result, error, retry_ms, ran_ms, progress, ttl_ms, owner, -- since 5
+            running) -- since 5
  WHERE q.message_id = ANY ($2::uuid[])
    AND q.message_id = c.id AND q.owner_node = c.owner AND q.attempts = c.attempt
    AND q.state = c.running
@@ -216,7 +236,14 @@ RETURNING q.message_id,
           (q.result IS NOT NULL OR q.error IS NOT NULL OR q.state = 'cancelled') AS interesting), -- before 5
           (q.result IS NOT NULL OR q.error IS NOT NULL OR q.state = 'cancelled') AS interesting, -- since 5
           c.attempt, c.state AS outcome, c.ran_ms, q.queue_name, q.task_name, q.started_at, -- since 5
-          q.error AS error, coalesce(q.error->>'skipped', '') = 'true' AS skipped), -- since 5
+          q.error AS error, coalesce(q.error->>'skipped', '') = 'true' AS skipped, -- since 5
+          q.state AS row_state), -- since 5
+-- Each finished row adds one to its queue's count of its state (state_counts).
+counted AS ( -- since 5
+  INSERT INTO {{t:state_count_changes}} (queue_name, state, n) -- since 5
+  SELECT x.queue_name, x.row_state, count(*) -- since 5
+    FROM written x WHERE x.row_state <> 'queued' -- since 5
+   GROUP BY 1, 2), -- since 5
 -- With attempt history on, each attempt that started gets its record (a skip by the age limit
 -- has none): one plain insert per attempt, in this statement. An attempt still running has
 -- none yet (its row shows it), one lost with its node gets it from reap_dead_nodes.
@@ -251,7 +278,13 @@ WITH back AS (
     FROM unnest($2::uuid[], $3::integer[]) AS c(id, attempt)
    WHERE q.message_id = c.id AND q.owner_node = $1 AND q.attempts = c.attempt
      AND q.state = 'running'
-  RETURNING q.queue_name, q.state = 'cancelled' AS cancelled)
+  RETURNING q.queue_name, q.state = 'cancelled' AS cancelled) -- before 5
+  RETURNING q.queue_name, q.state = 'cancelled' AS cancelled), -- since 5
+counted AS ( -- since 5
+  INSERT INTO {{t:state_count_changes}} (queue_name, state, n) -- since 5
+  SELECT x.queue_name, 'cancelled'::{{t:state}}, count(*) -- since 5
+    FROM back x WHERE x.cancelled -- since 5
+   GROUP BY 1, 2) -- since 5
 SELECT (SELECT count(*) FROM back WHERE NOT cancelled),
        (SELECT count(*) FROM (SELECT pg_notify($4, d.queue_name)
                                 FROM (SELECT DISTINCT queue_name FROM back
@@ -273,7 +306,13 @@ WITH back AS (
          started_at = NULL
    WHERE state = 'running' AND owner_node = $1 AND queue_name = $2
      AND message_id <> ALL ($3::uuid[])
-  RETURNING 1)
+  RETURNING 1) -- before 5
+  RETURNING queue_name, state), -- since 5
+counted AS ( -- since 5
+  INSERT INTO {{t:state_count_changes}} (queue_name, state, n) -- since 5
+  SELECT x.queue_name, x.state, count(*) -- since 5
+    FROM back x WHERE x.state = 'cancelled' -- since 5
+   GROUP BY 1, 2) -- since 5
 SELECT (SELECT count(*) FROM back),
        (SELECT count(*) FROM (SELECT pg_notify($4, $2) WHERE EXISTS (SELECT 1 FROM back)) n)
 
@@ -338,10 +377,95 @@ SELECT queue_name,
  GROUP BY queue_name
  ORDER BY queue_name
 
+-- name: queue_stats_counted
+-- queue_stats from migration 5 on, at a cost that does not grow with the finished rows kept:
+-- the live states are counted through their partial indexes (fetch and running), the
+-- finished ones read from state_counts plus the changes not yet added to it. A queue whose
+-- counts are all zero is left out.
+WITH queued AS (
+  SELECT q.queue_name, count(*) AS queued,
+         count(*) FILTER (WHERE q.eta <= now()) AS ready,
+         count(*) FILTER (WHERE q.eta > now()) AS scheduled,
+         min(q.eta) FILTER (WHERE q.eta <= now()) AS oldest
+    FROM {{t:queue}} q
+   WHERE q.state = 'queued'
+     AND ($1::text IS NULL OR (hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1))
+   GROUP BY q.queue_name),
+running AS (
+  SELECT q.queue_name, count(*) AS running
+    FROM {{t:queue}} q
+   WHERE q.state = 'running' AND ($1::text IS NULL OR q.queue_name = $1)
+   GROUP BY q.queue_name),
+finished AS (
+  SELECT f.queue_name,
+         sum(f.n) FILTER (WHERE f.state = 'done') AS done,
+         sum(f.n) FILTER (WHERE f.state = 'failed') AS failed,
+         sum(f.n) FILTER (WHERE f.state = 'cancelled') AS cancelled
+    FROM (SELECT queue_name, state, n FROM {{t:state_counts}}
+          UNION ALL
+          SELECT queue_name, state, n FROM {{t:state_count_changes}}) f
+   WHERE $1::text IS NULL OR f.queue_name = $1
+   GROUP BY f.queue_name),
+every AS (
+  SELECT coalesce(q.queue_name, r.queue_name, f.queue_name) AS queue_name,
+         coalesce(q.queued, 0) AS queued, coalesce(r.running, 0) AS running,
+         coalesce(f.done, 0) AS done, coalesce(f.failed, 0) AS failed,
+         coalesce(f.cancelled, 0) AS cancelled, coalesce(q.ready, 0) AS ready,
+         coalesce(q.scheduled, 0) AS scheduled, q.oldest
+    FROM queued q
+    FULL JOIN running r ON r.queue_name = q.queue_name
+    FULL JOIN finished f ON f.queue_name = coalesce(q.queue_name, r.queue_name))
+SELECT queue_name, queued, running, done::bigint, failed::bigint, cancelled::bigint, ready,
+       scheduled, coalesce(extract(epoch FROM now() - oldest), 0)::float8
+  FROM every
+ WHERE queued + running + done + failed + cancelled > 0
+ ORDER BY queue_name
+
+-- name: fold_state_counts
+-- Adds the changes to the finished counts made since the last fold to state_counts, in one
+-- statement: the changes it deletes are exactly those it adds (a concurrent fold finds them
+-- gone), and one being written meanwhile waits for the next. Returns how many changes.
+WITH d AS (
+  DELETE FROM {{t:state_count_changes}} RETURNING queue_name, state, n),
+s AS (
+  INSERT INTO {{t:state_counts}} AS k (queue_name, state, n)
+  SELECT d.queue_name, d.state, sum(d.n) FROM d GROUP BY 1, 2 ORDER BY 1, 2
+  ON CONFLICT (queue_name, state) DO UPDATE SET n = k.n + excluded.n)
+SELECT count(*) FROM d
+
+-- name: lock_state_counts
+-- The first statement of a recount (in a transaction): how long its lock may wait ($1 ms).
+SELECT set_config('lock_timeout', $1 || 'ms', true)
+
+-- name: lock_state_count_changes
+-- Holds off every statement that changes a finished count (they append to
+-- state_count_changes) until the recount commits, once those in progress have ended.
+LOCK TABLE {{t:state_count_changes}} IN EXCLUSIVE MODE
+
+-- name: clear_state_counts
+-- The second statement of a recount: every count and pending change goes.
+WITH d AS (DELETE FROM {{t:state_count_changes}} RETURNING 1)
+DELETE FROM {{t:state_counts}}
+
+-- name: recount_states
+-- The last statement of a recount: the counts from the rows. Returns how many (queue, state)
+-- counts it wrote.
+WITH c AS (
+  INSERT INTO {{t:state_counts}} (queue_name, state, n)
+  SELECT queue_name, state, count(*) FROM {{t:queue}}
+   WHERE state IN ('done', 'failed', 'cancelled')
+   GROUP BY queue_name, state
+  RETURNING 1)
+SELECT count(*) FROM c
+
 -- name: read_results
 -- The outcome of each message of $1 that is finished for good (done, failed or cancelled):
--- id, state, result, failure record. Messages still queued or running are left out.
-SELECT message_id::text, state::text, result::text, error::text
+-- id, state, result, failure record, whether the result expired (result_ttl: its text is then
+-- left out). Messages still queued or running are left out.
+SELECT message_id::text, state::text, result::text, error::text, false -- before 5
+SELECT message_id::text, state::text, -- since 5
+       CASE WHEN result_expires_at <= now() THEN NULL ELSE result END::text, error::text, -- since 5
+       coalesce(result_expires_at <= now(), false) -- since 5
   FROM {{t:queue}}
  WHERE message_id = ANY ($1::uuid[]) AND state IN ('done', 'failed', 'cancelled')
 

@@ -74,7 +74,7 @@ CAF_TEST(completions on a new area find their rows without rescanning the outcom
     {std::to_string(n), storage::array_literal(ids), storage::array_literal(attempts),
      storage::array_literal(states), storage::array_literal(nulls), storage::array_literal(nulls),
      storage::array_literal(retry), storage::results_channel(area.where()),
-     storage::array_literal(retry), storage::array_literal(nulls)},
+     storage::array_literal(retry), storage::array_literal(nulls), storage::array_literal(retry)},
     "explain complete_batch");
   std::string text(plan.text(0, 0));
   auto scan = text.find("\"Function Scan\"");

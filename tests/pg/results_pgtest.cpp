@@ -16,6 +16,7 @@ task_ref<int(int, int)> add{"add"};
 task_ref<int(int, int)> add_unstored{"add_unstored"};
 task_ref<void()> doomed{"doomed"};
 task_ref<void()> quick{"quick"};
+task_ref<int(int, int)> add_brief{"add_brief"};
 
 struct fixture : testkit::node_harness {
   fixture() {
@@ -30,6 +31,20 @@ struct fixture : testkit::node_harness {
       doomed, [] { throw std::domain_error("out of luck"); }, once);
     tasks->define(
       quick, [] {}, keep);
+    task_options brief = keep;
+    brief.result_ttl = 1h;
+    tasks->define(
+      add_brief, [](int a, int b) { return a + b; }, brief);
+  }
+
+  // What the row of `id` says about its result: state, whether it holds one, and its
+  // lifetime in whole seconds from its finish ("none" without an expiry).
+  std::string result_row(const std::string& id) {
+    auto r = area.sql().exec(fmt::format(
+      "SELECT state || '|' || (result IS NOT NULL) || '|' || coalesce(round(extract(epoch FROM "
+      "result_expires_at - finished_at))::text, 'none') FROM {} WHERE message_id = '{}'",
+      area.queue_table(), id));
+    return r.rows() == 1 ? std::string(r.text(0, 0)) : "missing";
   }
 
   template <class F>
@@ -135,6 +150,46 @@ CAF_TEST(an actor waits for a result without blocking) {
   CAF_CHECK_EQUAL(got, "42");
   self->send_exit(asker, caf::exit_reason::user_shutdown);
   self->send_exit(waiter, caf::exit_reason::user_shutdown);
+}
+
+CAF_TEST(a result past its result_ttl reads as expired and the janitor clears it) {
+  auto o = options();
+  o.janitor_interval = 200ms;
+  start_node(o);
+  auto kept = producer.enqueue(add_brief(1, 2));                         // the task's hour
+  auto brief = producer.enqueue(add_brief(2, 3).with_result_ttl(300ms)); // its own
+  auto endless = add_brief(3, 4);
+  endless.options_json = with_option(endless.options_json, "result_ttl", 0);
+  auto forever = producer.enqueue(endless); // for ever, whatever the task says
+  auto plain = producer.enqueue(add(4, 5)); // no lifetime
+  CAF_CHECK_EQUAL(producer.get_result<int>(kept, true), 3);
+  CAF_CHECK_EQUAL(producer.get_result<int>(forever, true), 7);
+  CAF_CHECK_EQUAL(producer.get_result<int>(plain, true), 9);
+  CAF_CHECK_EQUAL(result_row(kept.id), "done|true|3600");
+  CAF_CHECK_EQUAL(result_row(forever.id), "done|true|none");
+  CAF_CHECK_EQUAL(result_row(plain.id), "done|true|none");
+  // Once its 300 ms have passed, a read says it expired, blocking or not, and the janitor
+  // clears the stored result; the row and its state stay.
+  CAF_CHECK(testkit::wait_until([&] { return result_row(brief.id) == "done|false|0"; }, 10s));
+  std::string what;
+  try {
+    producer.get_result<int>(brief);
+  } catch (const result_error& e) {
+    CAF_CHECK(e.code() == errc::not_found);
+    what = e.what();
+  }
+  CAF_CHECK_EQUAL(what, "message " + brief.id + " finished, but its result expired (result_ttl)");
+  auto asked = std::chrono::steady_clock::now();
+  CAF_CHECK(failure_of([&] { producer.get_result<int>(brief, true, 5s); }) == errc::not_found);
+  CAF_CHECK(std::chrono::steady_clock::now() - asked < 4s);
+  // The others are untouched by the janitor's passes meanwhile.
+  CAF_CHECK_EQUAL(producer.get_result<int>(kept), 3);
+  CAF_CHECK_EQUAL(producer.get_result<int>(forever), 7);
+  // A read of an expired result does not wait for the janitor: the expiry alone decides.
+  area.sql().exec(fmt::format("UPDATE {} SET result_expires_at = now() - interval '1 second' "
+                              "WHERE message_id = '{}'",
+                              area.queue_table(), kept.id));
+  CAF_CHECK(failure_of([&] { producer.get_result<int>(kept); }) == errc::not_found);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -162,9 +162,11 @@ CAF_TEST(the option setters write the documented keys and keep the others) {
              .with_on_failure("shop.alert")
              .with_on_retry_exhausted("shop.refund")
              .with_store_results()
+             .with_result_ttl(10min)
              .with_notify_shutdown()
              .options_json;
   CAF_CHECK_EQUAL(int_of(o, "max_retries"), "3");
+  CAF_CHECK_EQUAL(int_of(o, "result_ttl"), "600000");
   CAF_CHECK_EQUAL(int_of(o, "min_backoff"), "250");
   CAF_CHECK_EQUAL(int_of(o, "max_backoff"), "120000");
   CAF_CHECK_EQUAL(int_of(o, "max_age"), "3600000");
@@ -217,7 +219,8 @@ CAF_TEST(the setters refuse values the middleware would not take) {
   for (const auto& s : {duration_setter{"min_backoff", &message::with_min_backoff},
                         duration_setter{"max_backoff", &message::with_max_backoff},
                         duration_setter{"max_age", &message::with_max_age},
-                        duration_setter{"time_limit", &message::with_time_limit}}) {
+                        duration_setter{"time_limit", &message::with_time_limit},
+                        duration_setter{"result_ttl", &message::with_result_ttl}}) {
     for (auto bad : {0ms, -5ms, 10'000'000'000'000ms})
       CAF_CHECK_EQUAL(refusal([&] { (m.*s.set)(bad); }),
                       "the message option " + s.key +
@@ -271,6 +274,9 @@ CAF_TEST(publishing refuses options sizes and delays out of range by name) {
   CAF_CHECK(mentions(fault(with(R"({"max_retries":2147483647})")),
                      "invalid options: max_retries: 2147483647 is out of range"));
   CAF_CHECK(mentions(fault(with(R"({"store_results":1})")), "store_results: expected true or"));
+  CAF_CHECK(mentions(fault(with(R"({"result_ttl":-1})")),
+                     "invalid options: result_ttl: -1 is out of range (0 to 31536000000 ms)"));
+  CAF_CHECK_EQUAL(fault(with(R"({"result_ttl":0})")), "no error");
   CAF_CHECK(mentions(fault(with("[]")), "invalid options: they are not a JSON object"));
   CAF_CHECK_EQUAL(fault(with(R"({"time_limit":1000,"custom":{"any":"thing"}})")), "no error");
   auto m = base;

@@ -67,6 +67,11 @@ public:
   /// Per-queue statistics: every queue with messages, or only `queue` (a valid queue name;
   /// zero counts when it has none). not_found when the area was never initialized.
   std::vector<queue_stats> stats(const std::optional<std::string>& queue = std::nullopt);
+  /// Rebuilds the counts of done, failed and cancelled messages that stats() reads (version
+  /// 5 on) from the rows, holding off completions, retries, cancels and purges while it counts
+  /// (docs/operations.md, "Watching queues"). timeout when a transaction that changes them
+  /// stays open past `lock_wait`. Returns how many (queue, state) counts there are.
+  std::int64_t recount_stats(std::chrono::milliseconds lock_wait = std::chrono::seconds(5));
 
   /// The worker nodes in the area's registry, by id. not_found when the area was never
   /// initialized.

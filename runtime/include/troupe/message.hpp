@@ -69,6 +69,8 @@ struct message {
   message with_on_retry_exhausted(std::string task) const;
   /// Whether to keep the result for get_result (`store_results`).
   message with_store_results(bool store = true) const;
+  /// How long its stored result can be read (`result_ttl`, positive).
+  message with_result_ttl(std::chrono::milliseconds ttl) const;
   /// Whether the task is told that its node is stopping (`notify_shutdown`).
   message with_notify_shutdown(bool notify = true) const;
 };
