@@ -18,6 +18,9 @@
 --                        moves rows into or out of a finished state (or deletes them)
 --                        appends its change here, a plain insert that waits for nobody, and
 --                        the janitor adds them up into state_counts.
+--   resent_from          set by a re-send of an id whose row was done or failed: that state
+--                        and queue ({"state":..,"queue":..}), which the re-send counts out
+--                        of state_counts. NULL otherwise.
 --   result_expires_at    when a stored result expires (result_ttl): a read after it reports
 --                        it expired, and the janitor clears the result (the expiry stays).
 --                        NULL: it never does.
@@ -67,7 +70,8 @@ ALTER TABLE {{t:queue}}
   ADD COLUMN IF NOT EXISTS cancel_requested boolean NOT NULL DEFAULT false,
   ADD COLUMN IF NOT EXISTS progress jsonb,
   ADD COLUMN IF NOT EXISTS confirm_start boolean NOT NULL DEFAULT false,
-  ADD COLUMN IF NOT EXISTS result_expires_at timestamptz;
+  ADD COLUMN IF NOT EXISTS result_expires_at timestamptz,
+  ADD COLUMN IF NOT EXISTS resent_from jsonb;
 
 -- Finished rows by state and age, for retention (the janitor's purge and `troupe purge`), so
 -- that a purge reads only what it deletes however much history is kept. Building it takes a

@@ -10,15 +10,10 @@
 -- of a publish whose reply was lost must not revive a message that already ran). eta is the
 -- server's clock at the publish plus the delay: clock_timestamp(), read once per statement, since
 -- inside a caller's long transaction now() would be the transaction's start.
--- From migration 5 on, the rows of ids that exist are locked first (old, read before the
--- insert runs), so that what a re-send takes out of the finished counts is what the rows held
--- when it changed them (a re-sent done or failed row leaves its count).
-WITH old AS MATERIALIZED ( -- since 5
-  SELECT q.queue_name, q.state FROM {{t:queue}} q -- since 5
-   WHERE q.message_id = ANY ($1::uuid[]) AND $10::boolean -- since 5
-     FOR UPDATE), -- since 5
-ins AS ( -- since 5
-WITH ins AS ( -- before 5
+-- From migration 5 on, a re-sent row that was done or failed leaves its queue's count of that
+-- state: the update records the state and queue it replaced (resent_from, read from the row
+-- it locked), and the statement counts them out. A new id costs nothing more.
+WITH ins AS (
   INSERT INTO {{t:queue}} AS q
          (message_id, queue_name, task_name, args, options, priority, eta, enqueued_at)
   SELECT m.id, m.queue, m.task, m.args, m.options, m.priority,
@@ -27,20 +22,22 @@ WITH ins AS ( -- before 5
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::integer[],
                 $7::bigint[], $8::bigint[])
          AS m(id, queue, task, args, options, priority, delay_ms, ts_ms)
-   WHERE (SELECT count(*) FROM old) >= 0 -- since 5
   ON CONFLICT (message_id) DO UPDATE
      SET queue_name = excluded.queue_name, task_name = excluded.task_name,
          args = excluded.args, options = excluded.options, priority = excluded.priority,
          result_expires_at = NULL, -- since 5
+         resent_from = CASE WHEN q.state IN ('done', 'failed') -- since 5
+                            THEN jsonb_build_object('state', q.state, 'queue', q.queue_name) -- since 5
+                       END, -- since 5
          eta = excluded.eta, state = 'queued', owner_node = NULL, started_at = NULL,
          finished_at = NULL, result = NULL, error = NULL
    WHERE q.state <> 'cancelled' AND $10::boolean
   RETURNING q.queue_name) -- before 5
-  RETURNING q.queue_name), -- since 5
+  RETURNING q.queue_name, q.resent_from), -- since 5
 counted AS ( -- since 5
   INSERT INTO {{t:state_count_changes}} (queue_name, state, n) -- since 5
-  SELECT x.queue_name, x.state, -count(*) -- since 5
-    FROM old x WHERE x.state IN ('done', 'failed') -- since 5
+  SELECT x.resent_from->>'queue', (x.resent_from->>'state')::{{t:state}}, -count(*) -- since 5
+    FROM ins x WHERE x.resent_from IS NOT NULL -- since 5
    GROUP BY 1, 2) -- since 5
 SELECT (SELECT count(*) FROM ins),
        (SELECT count(*) FROM (SELECT pg_notify($9, d.queue_name)
