@@ -122,9 +122,9 @@ void maybe_purge(janitor_ptr self) {
         tidy(self);
       },
       [=](caf::error& err) {
-        self->state.pass_running = false;
         log().warn("janitor: retention pass failed statement=purge_finished error={}",
                    describe(err));
+        tidy(self);
       });
 }
 

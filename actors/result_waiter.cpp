@@ -2,6 +2,7 @@
 #include "actors/protocol.hpp"
 #include "runtime/src/results.hpp"
 #include "storage/connection.hpp"
+#include "storage/migrations.hpp"
 #include "storage/queries.hpp"
 #include "troupe/client.hpp"
 #include "troupe/dsn.hpp"
@@ -44,6 +45,7 @@ storage::connection& connection(waiter_ptr self) {
   if (!st.conn || !st.conn->ok()) {
     st.conn.reset();
     st.conn.emplace(storage::connection::open(st.dsn, "troupe-result-waiter"));
+    storage::follow_area_version(*st.conn, *st.stmts); // reads follow the area's version
     storage::listen_for_results(*st.conn, *st.stmts);
   }
   return *st.conn;

@@ -47,14 +47,13 @@ std::int64_t recount_states(connection& conn, const statement_set& stmts,
     try {
       conn.run(stmts.get(sql::lock_state_count_changes), {});
     } catch (const error& e) {
-      if (e.code() == errc::connection_lost)
+      if (e.sqlstate() != "55P03") // lock_not_available: the lock timeout
         throw;
       throw error(errc::timeout,
                   "the recount could not lock the count changes within " +
                     std::to_string(lock_wait.count()) +
-                    "ms: a transaction that finished, retried, cancelled or purged messages "
-                    "is still open; try again (" +
-                    e.what() + ")");
+                    "ms: a transaction that finished, cancelled, retried, re-sent or purged "
+                    "messages is still open; try again");
     }
     conn.run(stmts.get(sql::clear_state_counts), {});
     auto n = conn.run(stmts.get(sql::recount_states), {}).int64(0, 0);

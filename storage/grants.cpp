@@ -28,10 +28,10 @@ GRANT SELECT ON {{t:versions}} TO {role};
 // sets, so the producer may read them too (arguments included).
 constexpr std::string_view producer =
   R"(GRANT SELECT (message_id, queue_name, task_name, args, options, priority, eta,
-              enqueued_at, state, result, result_expires_at, error, resent_from),
+              enqueued_at, state, result, result_expires_at, error),
       INSERT (message_id, queue_name, task_name, args, options, priority, eta, enqueued_at),
       UPDATE (queue_name, task_name, args, options, priority, eta, state, owner_node,
-              started_at, finished_at, result, result_expires_at, error, resent_from)
+              started_at, finished_at, result, error)
    ON {{t:queue}} TO {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {{t:deduplication}} TO {role};
 GRANT INSERT ON {{t:state_count_changes}} TO {role};

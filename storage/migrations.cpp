@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace troupe::storage {
 
 namespace {
@@ -45,6 +47,13 @@ int current_version(connection& conn, const statement_set& stmts) {
     return 0;
   auto res = conn.run(stmts.get(sql::applied_versions), {});
   return res.rows() == 0 ? 0 : static_cast<int>(res.int64(res.rows() - 1, 0));
+}
+
+void follow_area_version(connection& conn, const statement_set& stmts) {
+  auto v = current_version(conn, stmts);
+  if (v == 0)
+    v = latest_migration();
+  stmts.use_version(std::clamp(v, oldest_node_version, latest_migration()));
 }
 
 std::vector<int> migrate(connection& conn, const statement_set& stmts) {

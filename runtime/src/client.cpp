@@ -4,6 +4,7 @@
 #include "results.hpp"
 
 #include "storage/connection.hpp"
+#include "storage/migrations.hpp"
 #include "storage/queries.hpp"
 #include "storage/shared_connection.hpp"
 #include "troupe/dsn.hpp"
@@ -48,7 +49,11 @@ client::client(client_options options) : impl_(std::make_unique<impl>()) {
   validate_area(options.area);
   validate_dsn(options.dsn);
   impl_->stmts = storage::make_statement_set(options.area);
-  impl_->conn.emplace(options.dsn, options.application_name);
+  // Publishing runs the same statements at every schema version; reading results follows the
+  // area's (its expiry needs migration 5), checked on every connection the client opens.
+  impl_->conn.emplace(
+    options.dsn, options.application_name,
+    [stmts = impl_->stmts](storage::connection& c) { storage::follow_area_version(c, *stmts); });
   impl_->options = std::move(options);
 }
 
@@ -101,6 +106,7 @@ std::string client::get_result_json(const std::string& id, bool block,
   using clock = std::chrono::steady_clock;
   auto deadline = clock::now() + timeout;
   auto conn = storage::connection::open(impl_->options.dsn, impl_->options.application_name);
+  storage::follow_area_version(conn, *impl_->stmts);
   storage::listen_for_results(conn, *impl_->stmts);
   for (;;) {
     if (auto out = look(conn))

@@ -196,6 +196,7 @@ SELECT q.message_id::text, q.queue_name, q.task_name, q.attempts, q.error::text,
  WHERE q.message_id = $1::uuid
 
 -- name: retry_message
+-- (The row leaves the failed count through the queue table's trigger, count_requeued.)
 -- Puts failed message $1 back in its queue, due now, with a fresh start: no attempts so far,
 -- no failure record, no result, no cancel request, no progress. Its id, task, arguments,
 -- options (its retry policy among them) and priority stay. Only a failed row that no node
@@ -214,12 +215,7 @@ r AS (
          progress = NULL
     FROM b
    WHERE q.message_id = b.message_id AND b.state = 'failed' AND b.owner_node IS NULL
-  RETURNING q.queue_name),
-counted AS (
-  INSERT INTO {{t:state_count_changes}} (queue_name, state, n)
-  SELECT x.queue_name, 'failed'::{{t:state}}, -count(*)
-    FROM r x
-   GROUP BY 1, 2)
+  RETURNING q.queue_name)
 SELECT b.state::text, b.owner_node, EXISTS (SELECT FROM r),
        (SELECT count(*) FROM (SELECT pg_notify($2, r.queue_name) FROM r) n)
   FROM b
@@ -242,12 +238,7 @@ WITH r AS (
               AND ($2::text IS NULL OR f.task_name = $2)
             LIMIT $3
               FOR UPDATE SKIP LOCKED))
-  RETURNING q.queue_name),
-counted AS (
-  INSERT INTO {{t:state_count_changes}} (queue_name, state, n)
-  SELECT x.queue_name, 'failed'::{{t:state}}, -count(*)
-    FROM r x
-   GROUP BY 1, 2)
+  RETURNING q.queue_name)
 SELECT (SELECT count(*) FROM r),
        (SELECT count(*) FROM (SELECT pg_notify($4, d.queue_name)
                                 FROM (SELECT DISTINCT queue_name FROM r) d) n)

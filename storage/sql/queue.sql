@@ -10,9 +10,9 @@
 -- of a publish whose reply was lost must not revive a message that already ran). eta is the
 -- server's clock at the publish plus the delay: clock_timestamp(), read once per statement, since
 -- inside a caller's long transaction now() would be the transaction's start.
--- From migration 5 on, a re-sent row that was done or failed leaves its queue's count of that
--- state: the update records the state and queue it replaced (resent_from, read from the row
--- it locked), and the statement counts them out. A new id costs nothing more.
+-- The same text at every schema version (producers do not follow the area's version): from
+-- migration 5 on, a re-sent row that was done or failed leaves its count through the queue
+-- table's trigger (migration 5, count_requeued).
 WITH ins AS (
   INSERT INTO {{t:queue}} AS q
          (message_id, queue_name, task_name, args, options, priority, eta, enqueued_at)
@@ -25,20 +25,10 @@ WITH ins AS (
   ON CONFLICT (message_id) DO UPDATE
      SET queue_name = excluded.queue_name, task_name = excluded.task_name,
          args = excluded.args, options = excluded.options, priority = excluded.priority,
-         result_expires_at = NULL, -- since 5
-         resent_from = CASE WHEN q.state IN ('done', 'failed') -- since 5
-                            THEN jsonb_build_object('state', q.state, 'queue', q.queue_name) -- since 5
-                       END, -- since 5
          eta = excluded.eta, state = 'queued', owner_node = NULL, started_at = NULL,
          finished_at = NULL, result = NULL, error = NULL
    WHERE q.state <> 'cancelled' AND $10::boolean
-  RETURNING q.queue_name) -- before 5
-  RETURNING q.queue_name, q.resent_from), -- since 5
-counted AS ( -- since 5
-  INSERT INTO {{t:state_count_changes}} (queue_name, state, n) -- since 5
-  SELECT x.resent_from->>'queue', (x.resent_from->>'state')::{{t:state}}, -count(*) -- since 5
-    FROM ins x WHERE x.resent_from IS NOT NULL -- since 5
-   GROUP BY 1, 2) -- since 5
+  RETURNING q.queue_name)
 SELECT (SELECT count(*) FROM ins),
        (SELECT count(*) FROM (SELECT pg_notify($9, d.queue_name)
                                 FROM (SELECT DISTINCT queue_name FROM ins) d) n)

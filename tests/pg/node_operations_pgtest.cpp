@@ -336,6 +336,11 @@ CAF_TEST(a node on an area without migration 5 runs as before) {
                                    storage::quote_identifier(old.schema)));
   };
   CAF_CHECK(testkit::wait_until([&] { return done() == 20; }, 20s));
+  // Its producers read results and re-send ids (the statements of its version).
+  CAF_CHECK_EQUAL(p.get_result<int>(batch[3], true, 10s), 4);
+  p.enqueue(batch[3]);
+  CAF_CHECK_EQUAL(p.get_result<int>(batch[3], true, 10s), 4);
+  CAF_CHECK(testkit::wait_until([&] { return done() == 20; }, 20s));
   stop(node);
 }
 

@@ -218,8 +218,9 @@ struct task_options {
   std::string on_failure;
   /// Keep the result in the message's row for get_result (default false).
   bool store_results = false;
-  /// How long a stored result can be read (from the end of its attempt); unset: as long as its
-  /// row is kept. Past it a read reports not_found and the janitor clears the result.
+  /// How long a stored result can be read (from the end of its attempt); unset, zero or
+  /// negative: as long as its row is kept; more than a year counts as a year. Past it a read
+  /// reports not_found and the janitor clears the result.
   std::optional<std::chrono::milliseconds> result_ttl;
   /// How long an attempt may run (default 10 minutes). Past it, check() throws; past it plus
   /// the node's time-limit grace, the attempt is abandoned (see docs/middleware.md).
