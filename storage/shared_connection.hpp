@@ -23,25 +23,31 @@ public:
         on_open_(std::move(on_open)) {}
 
   /// Runs `f(connection, first_try)` under the lock. A connection lost before or during `f` is
-  /// reopened and `f` run once more with `first_try` false: `f` must be one statement or one
-  /// transaction that either took effect or did not, and say on its second run how not to
-  /// apply twice what may have taken effect (a publish that did commit).
+  /// reopened once and `f` run again; `first_try` is false only when `f` had run before: `f`
+  /// must be one statement or one transaction that either took effect or did not, and say on
+  /// its second run how not to apply twice what may have taken effect (a publish that did
+  /// commit). A connection whose setup (`on_open`) failed is not kept.
   template <class F>
   auto with(F&& f) -> decltype(f(std::declval<connection&>(), true)) {
     std::lock_guard guard{mutex_};
-    for (int attempt = 0;; ++attempt) {
+    bool ran = false;
+    for (bool retried = false;; retried = true) {
       try {
         if (!conn_ || !conn_->ok()) {
           conn_.reset();
-          conn_.emplace(connection::open(dsn_, application_name_));
+          auto fresh = connection::open(dsn_, application_name_);
           if (on_open_)
-            on_open_(*conn_);
+            on_open_(fresh);
+          conn_.emplace(std::move(fresh));
         }
-        return f(*conn_, attempt == 0);
+        bool first = !ran;
+        ran = true;
+        return f(*conn_, first);
       } catch (const error& e) {
-        if (e.code() != errc::connection_lost || attempt > 0)
+        if (e.code() == errc::connection_lost)
+          conn_.reset();
+        if (e.code() != errc::connection_lost || retried)
           throw;
-        conn_.reset();
       }
     }
   }

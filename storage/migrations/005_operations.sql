@@ -19,15 +19,16 @@
 --                        appends its change here, a plain insert that waits for nobody, and
 --                        the janitor adds them up into state_counts. A row that goes back
 --                        from done or failed to queued (a re-send, a retry) is counted out
---                        by the trigger count_requeued.
+--                        by the trigger queue_requeued (function count_requeued).
 --   result_expires_at    when a stored result expires (result_ttl): a read after it reports
 --                        it expired, and the janitor clears the result (the expiry stays).
 --                        NULL: it never does.
--- Locks: the migration is one transaction. Its index builds hold off writes to the queue
--- table (not reads) until it commits, and the count of finished rows reads under them. Adding
--- the columns, last, changes only the table's description (their defaults are constants) but
--- takes the table's strongest lock until the commit, so the one index on a new column is
--- built while reads wait too (a scan of the table).
+-- Locks: the migration is one transaction. Adding the columns, first, changes only the queue
+-- table's description (their defaults are constants), but takes the table's strongest lock
+-- once every transaction already using the table has ended, and holds it until the commit:
+-- the index builds and the count of finished rows after it run while nothing else reads or
+-- writes the table. (Taken first, the lock is never upgraded, so the migration cannot
+-- deadlock with a node's claim.)
 CREATE TABLE IF NOT EXISTS {{t:queue_control}} (
   queue_name text        PRIMARY KEY CHECK (octet_length(queue_name) BETWEEN 1 AND 47),
   paused     boolean     NOT NULL DEFAULT false,
@@ -65,11 +66,19 @@ CREATE INDEX IF NOT EXISTS {{n:attempts_message_idx}} ON {{t:attempts}} (message
 CREATE INDEX IF NOT EXISTS {{n:attempts_started_idx}} ON {{t:attempts}} USING brin (started_at);
 
 
+-- confirm_start: the row came back from a node that died holding it (reap_dead_nodes), so its
+-- next start is written before its task runs (a task that brings its process down within the
+-- second a start write usually waits is then counted, see "Poison messages" in the guide).
+ALTER TABLE {{t:queue}}
+  ADD COLUMN IF NOT EXISTS cancel_requested boolean NOT NULL DEFAULT false,
+  ADD COLUMN IF NOT EXISTS progress jsonb,
+  ADD COLUMN IF NOT EXISTS confirm_start boolean NOT NULL DEFAULT false,
+  ADD COLUMN IF NOT EXISTS result_expires_at timestamptz;
+
 -- Finished rows by state and age, for retention (the janitor's purge and `troupe purge`), so
--- that a purge reads only what it deletes however much history is kept. Building it takes a
--- lock that holds off writes to the queue table (not reads) until the migration commits: on a large
--- table, build it first with CREATE INDEX CONCURRENTLY under this name (docs/operations.md),
--- and this statement finds it and does nothing.
+-- that a purge reads only what it deletes however much history is kept. On a large table,
+-- build it first with CREATE INDEX CONCURRENTLY under this name (docs/operations.md), and
+-- this statement finds it and builds nothing.
 CREATE INDEX IF NOT EXISTS {{n:queue_finished_idx}}
   ON {{t:queue}} (state, finished_at) WHERE state IN ('done', 'failed', 'cancelled');
 
@@ -106,32 +115,26 @@ SELECT queue_name, state, count(*) FROM {{t:queue}}
  GROUP BY queue_name, state
 ON CONFLICT DO NOTHING;
 
--- confirm_start: the row came back from a node that died holding it (reap_dead_nodes), so its
--- next start is written before its task runs (a task that brings its process down within the
--- second a start write usually waits is then counted, see "Poison messages" in the guide).
-ALTER TABLE {{t:queue}}
-  ADD COLUMN IF NOT EXISTS cancel_requested boolean NOT NULL DEFAULT false,
-  ADD COLUMN IF NOT EXISTS progress jsonb,
-  ADD COLUMN IF NOT EXISTS confirm_start boolean NOT NULL DEFAULT false,
-  ADD COLUMN IF NOT EXISTS result_expires_at timestamptz;
 
 -- Stored results that expire, by expiry, for the janitor that clears them: only a row holding
--- a result with a result_ttl has an entry. Built after the columns, under the table's strongest
--- lock: reads wait for its scan of the table too (it writes an empty index).
+-- a result with a result_ttl has an entry. Its build reads the table once and writes an empty
+-- index.
 CREATE INDEX IF NOT EXISTS {{n:queue_result_expiry_idx}}
   ON {{t:queue}} (result_expires_at) WHERE result_expires_at IS NOT NULL AND result IS NOT NULL;
 
 -- A row that goes back from done or failed to queued (a re-send of its id, which producers of
--- every version send with the same statement, or an operator's retry) leaves its count. Its
--- condition is checked for every updated row, and the function runs only for such rows.
+-- every version send with the same statement, or an operator's retry) leaves its count, one
+-- change per row, and loses the expiry of its old result. The condition is checked for every
+-- update that sets the state, and the function runs only for such rows.
 CREATE OR REPLACE FUNCTION {{t:count_requeued}}() RETURNS trigger LANGUAGE plpgsql AS $count$
 BEGIN
   INSERT INTO {{t:state_count_changes}} (queue_name, state, n)
   VALUES (OLD.queue_name, OLD.state, -1);
-  RETURN NULL;
+  NEW.result_expires_at := NULL;
+  RETURN NEW;
 END
 $count$;
 DROP TRIGGER IF EXISTS {{n:queue_requeued}} ON {{t:queue}};
-CREATE TRIGGER {{n:queue_requeued}} AFTER UPDATE OF state ON {{t:queue}}
+CREATE TRIGGER {{n:queue_requeued}} BEFORE UPDATE OF state ON {{t:queue}}
   FOR EACH ROW WHEN (OLD.state IN ('done', 'failed') AND NEW.state = 'queued')
   EXECUTE FUNCTION {{t:count_requeued}}();

@@ -196,7 +196,7 @@ SELECT q.message_id::text, q.queue_name, q.task_name, q.attempts, q.error::text,
  WHERE q.message_id = $1::uuid
 
 -- name: retry_message
--- (The row leaves the failed count through the queue table's trigger, count_requeued.)
+-- (The row leaves the failed count through the queue table's trigger, queue_requeued.)
 -- Puts failed message $1 back in its queue, due now, with a fresh start: no attempts so far,
 -- no failure record, no result, no cancel request, no progress. Its id, task, arguments,
 -- options (its retry policy among them) and priority stay. Only a failed row that no node

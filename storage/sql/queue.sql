@@ -10,9 +10,9 @@
 -- of a publish whose reply was lost must not revive a message that already ran). eta is the
 -- server's clock at the publish plus the delay: clock_timestamp(), read once per statement, since
 -- inside a caller's long transaction now() would be the transaction's start.
--- The same text at every schema version (producers do not follow the area's version): from
--- migration 5 on, a re-sent row that was done or failed leaves its count through the queue
--- table's trigger (migration 5, count_requeued).
+-- The same text at every schema version (transactional publishes and the producer pool do not
+-- know the area's version): from migration 5 on, a re-sent row that was done or failed leaves
+-- its count, and its old result's expiry, through the queue table's trigger queue_requeued.
 WITH ins AS (
   INSERT INTO {{t:queue}} AS q
          (message_id, queue_name, task_name, args, options, priority, eta, enqueued_at)

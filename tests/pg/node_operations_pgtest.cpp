@@ -336,11 +336,18 @@ CAF_TEST(a node on an area without migration 5 runs as before) {
                                    storage::quote_identifier(old.schema)));
   };
   CAF_CHECK(testkit::wait_until([&] { return done() == 20; }, 20s));
-  // Its producers read results and re-send ids (the statements of its version).
+  // Its producers read results and re-send ids (the statements of its version): the re-sent
+  // message runs a second time.
   CAF_CHECK_EQUAL(p.get_result<int>(batch[3], true, 10s), 4);
+  auto runs = [&] {
+    return area.scalar(fmt::format("SELECT attempts FROM {}.v4_queue WHERE message_id = '{}' "
+                                   "AND state = 'done'",
+                                   storage::quote_identifier(old.schema), batch[3].id));
+  };
+  CAF_CHECK_EQUAL(runs(), 1);
   p.enqueue(batch[3]);
+  CAF_CHECK(testkit::wait_until([&] { return runs() == 2; }, 20s));
   CAF_CHECK_EQUAL(p.get_result<int>(batch[3], true, 10s), 4);
-  CAF_CHECK(testkit::wait_until([&] { return done() == 20; }, 20s));
   stop(node);
 }
 

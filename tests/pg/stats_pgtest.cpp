@@ -12,6 +12,7 @@
 #include "troupe/client.hpp"
 #include "troupe/error.hpp"
 #include "troupe/task.hpp"
+#include "troupe/transactional.hpp"
 
 #include <fmt/format.h>
 
@@ -173,6 +174,21 @@ CAF_TEST(stats count every state and their counts follow every path that changes
   producer.enqueue(sent[0]);
   producer.enqueue(sent[1].on_queue("other"));
   producer.enqueue(sent[11]);
+  CAF_CHECK(counts_hold("re-sends of done and cancelled messages"));
+  // and of a failed one, inside a transaction of the caller's.
+  got = claim(c, n, 1, "default");
+  CAF_REQUIRE_EQUAL(got.size(), 1u);
+  storage::complete_batch(c, st, n, {outcome_of(got[0], outcome_state::failed)});
+  CAF_CHECK(counts_hold("a failure"));
+  auto failed_one = job(7);
+  failed_one.id = got[0].id;
+  {
+    auto tx = storage::connection::open(area.dsn(), "caller");
+    tx.exec("BEGIN");
+    enqueue_in_transaction(tx.native(), area.where(), failed_one);
+    tx.exec("COMMIT");
+  }
+  CAF_CHECK_EQUAL(count_rows(fmt::format("message_id = '{}' AND state = 'queued'", got[0].id)), 1);
   CAF_CHECK(counts_hold("re-sends"));
   // Purges: by the janitor's retention, and `troupe purge`.
   CAF_CHECK(storage::purge_finished(c, st, storage::retention{1, 0, 0}, 1000) > 0);
@@ -197,11 +213,17 @@ CAF_TEST(finished counts stay exact while completions and folds run side by side
     batch.push_back(job(i));
   producer.enqueue_many(batch);
   std::atomic<bool> finished{false};
+  std::string folder_error;
+  std::string worker_error;
   std::thread folder([&] {
-    auto c = storage::connection::open(area.dsn(), "folder");
-    auto limit = std::chrono::steady_clock::now() + 60s; // bounded, whatever the worker does
-    while (!finished && std::chrono::steady_clock::now() < limit)
-      storage::fold_state_counts(c, area.statements());
+    try {
+      auto c = storage::connection::open(area.dsn(), "folder");
+      auto limit = std::chrono::steady_clock::now() + 60s; // bounded, whatever the worker does
+      while (!finished && std::chrono::steady_clock::now() < limit)
+        storage::fold_state_counts(c, area.statements());
+    } catch (const std::exception& e) {
+      folder_error = e.what();
+    }
   });
   std::thread worker([&] {
     try {
@@ -218,12 +240,14 @@ CAF_TEST(finished counts stay exact while completions and folds run side by side
         storage::complete_batch(c, area.statements(), n, out);
       }
     } catch (const std::exception& e) {
-      CAF_MESSAGE("worker: " << e.what());
+      worker_error = e.what();
     }
     finished = true;
   });
   worker.join();
   folder.join();
+  CAF_CHECK_EQUAL(worker_error, "");
+  CAF_CHECK_EQUAL(folder_error, "");
   CAF_CHECK_EQUAL(truth(), "default done=480 failed=120\n");
   CAF_CHECK(counts_hold("concurrent completions and folds"));
 }
