@@ -1,5 +1,7 @@
 #include "troupe/options.hpp"
 
+#include "json_options.hpp"
+
 #include "troupe/error.hpp"
 #include "troupe/limits.hpp"
 
@@ -88,6 +90,51 @@ std::string with_option(std::string_view options_json, std::string_view key, boo
   return set_member(options_json, key, [&](rapidjson::Value& v, auto&) { v.SetBool(value); });
 }
 
+namespace detail {
+
+namespace {
+
+std::string write_json(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buf);
+  v.Accept(writer);
+  return {buf.GetString(), buf.GetSize()};
+}
+
+} // namespace
+
+std::optional<std::string> option_object(std::string_view options_json, std::string_view key) {
+  rapidjson::Document doc;
+  auto* v = lookup(doc, options_json, key);
+  if (v && v->IsObject())
+    return write_json(*v);
+  return std::nullopt;
+}
+
+std::string with_object_option(std::string_view options_json, std::string_view key,
+                               std::string_view object_json) {
+  rapidjson::Document value;
+  value.Parse(object_json.data(), object_json.size());
+  if (value.HasParseError() || !value.IsObject())
+    throw error(errc::invalid_argument, "option " + std::string(key) + " must be a JSON object");
+  return set_member(options_json, key,
+                    [&](rapidjson::Value& v, auto& alloc) { v.CopyFrom(value, alloc); });
+}
+
+std::string append_to_array(std::string_view array_json, std::string_view value_json) {
+  rapidjson::Document arr;
+  arr.Parse(array_json.data(), array_json.size());
+  rapidjson::Document value;
+  value.Parse(value_json.data(), value_json.size());
+  if (arr.HasParseError() || !arr.IsArray() || value.HasParseError())
+    throw error(errc::invalid_argument,
+                "cannot append a result to the arguments " + std::string(array_json.substr(0, 80)));
+  arr.PushBack(rapidjson::Value(value, arr.GetAllocator()), arr.GetAllocator());
+  return write_json(arr);
+}
+
+} // namespace detail
+
 } // namespace troupe
 
 namespace troupe::limits {
@@ -119,7 +166,7 @@ std::optional<std::string> check_message_options(std::string_view options_json) 
       fault = range(0, max_option_ms, "ms");
     else if (key == "max_retries")
       fault = range(0, max_retries, "");
-    else if (key == "store_results" || key == "notify_shutdown")
+    else if (key == "store_results" || key == "notify_shutdown" || key == "pipe_ignore")
       fault = v.IsBool()
                 ? std::nullopt
                 : std::optional<std::string>(fmt::format("{}: expected true or false", key));

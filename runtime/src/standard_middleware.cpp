@@ -1,5 +1,6 @@
-// The standard middleware: age limit, retries, callbacks. Each reads a message option first,
+// The standard middleware: age limit, retries, callbacks, pipelines. Each reads a message option first,
 // then the task's option, then its own default.
+#include "pipeline_steps.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
 #include "troupe/middleware.hpp"
@@ -187,11 +188,25 @@ public:
   }
 };
 
+/// Publishes a pipeline's next step (the message's pipe_target) after a success, with the
+/// result appended to its arguments unless it says pipe_ignore (runtime/src/pipeline.cpp).
+class pipelines final : public middleware {
+public:
+  std::string name() const override { return "pipelines"; }
+
+  void after_process(attempt& a) override {
+    if (a.status != attempt_status::done)
+      return;
+    if (auto next = detail::next_step(a.context.options_json, a.result_json))
+      a.follow_ups.push_back(std::move(*next));
+  }
+};
+
 } // namespace
 
 std::vector<middleware_ptr> standard_middleware() {
-  return {std::make_shared<age_limit>(), std::make_shared<retries>(),
-          std::make_shared<callbacks>()};
+  return {std::make_shared<age_limit>(), std::make_shared<retries>(), std::make_shared<callbacks>(),
+          std::make_shared<pipelines>()};
 }
 
 std::chrono::milliseconds retry_backoff(std::int32_t retries, std::chrono::milliseconds min_backoff,

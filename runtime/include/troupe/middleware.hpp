@@ -101,7 +101,7 @@ public:
 
 using middleware_ptr = std::shared_ptr<middleware>;
 
-/// The standard stack, in order: age limit, retries, callbacks.
+/// The standard stack, in order: age limit, retries, callbacks, pipelines.
 std::vector<middleware_ptr> standard_middleware();
 
 /// The longest backoff: a longer max_backoff (message or task option) counts as this, 7 days.
