@@ -94,6 +94,15 @@ CAF_TEST(a step that ignores its predecessor takes only its own arguments) {
   CAF_CHECK_EQUAL(producer.get_result<int>(p.last(), true, 20s), 14);
 }
 
+CAF_TEST(a malformed next step publishes nothing and the step stays done) {
+  start_node();
+  auto m = seven();
+  m.options_json = R"({"pipe_target":{"queue":"default","args":[]}})"; // no id, no task
+  producer.enqueue(m);
+  CAF_CHECK_EQUAL(producer.get_result<int>(m, true, 20s), 7);
+  CAF_CHECK_EQUAL(count("true"), 1);
+}
+
 CAF_TEST(a pipeline is refused when it is empty too long or repeats a message) {
   auto refusal = [](std::vector<message> steps) {
     try {
