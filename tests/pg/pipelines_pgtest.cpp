@@ -62,6 +62,14 @@ CAF_TEST(each step receives its predecessor result and runs once) {
   CAF_CHECK_EQUAL(count("true"), 3);
 }
 
+CAF_TEST(a typed pipeline runs like one built from messages) {
+  start_node();
+  pipeline p(start(add, 1, 2), then(twice), then_ignore(seven), then(twice));
+  p.run(producer);
+  CAF_CHECK_EQUAL(producer.get_result<int>(p.last(), true, 20s), 14);
+  CAF_CHECK_EQUAL(p.get_results_json(producer), (std::vector<std::string>{"3", "6", "7", "14"}));
+}
+
 CAF_TEST(a pipeline run in a rolled back transaction leaves nothing) {
   pipeline gone({add(1, 2), step("twice")});
   pipeline kept({add(2, 3), step("twice")});
