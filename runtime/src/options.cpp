@@ -25,6 +25,13 @@ const rapidjson::Value* lookup(rapidjson::Document& doc, std::string_view json,
   return it == doc.MemberEnd() ? nullptr : &it->value;
 }
 
+std::string write_json(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buf);
+  v.Accept(writer);
+  return {buf.GetString(), buf.GetSize()};
+}
+
 template <class Set>
 std::string set_member(std::string_view json, std::string_view key, Set&& set) {
   rapidjson::Document doc;
@@ -43,10 +50,7 @@ std::string set_member(std::string_view json, std::string_view key, Set&& set) {
     it->value = value;
   else
     doc.AddMember(name, value, alloc);
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> writer(buf);
-  doc.Accept(writer);
-  return {buf.GetString(), buf.GetSize()};
+  return write_json(doc);
 }
 
 } // namespace
@@ -91,17 +95,6 @@ std::string with_option(std::string_view options_json, std::string_view key, boo
 }
 
 namespace detail {
-
-namespace {
-
-std::string write_json(const rapidjson::Value& v) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> writer(buf);
-  v.Accept(writer);
-  return {buf.GetString(), buf.GetSize()};
-}
-
-} // namespace
 
 std::optional<std::string> option_object(std::string_view options_json, std::string_view key) {
   rapidjson::Document doc;
