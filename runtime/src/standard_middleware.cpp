@@ -1,5 +1,5 @@
-// The standard middleware: age limit, retries, callbacks, pipelines. Each reads a message option first,
-// then the task's option, then its own default.
+// The standard middleware: age limit, retries, callbacks, pipelines. Each reads a message option
+// first, then the task's option, then its own default.
 #include "pipeline_steps.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
