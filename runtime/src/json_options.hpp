@@ -2,11 +2,16 @@
 // Troupe; the public readers and setters of scalar options are in troupe/options.hpp.
 #pragma once
 
+#include <rapidjson/document.h>
+
 #include <optional>
 #include <string>
 #include <string_view>
 
 namespace troupe::detail {
+
+/// `v` as compact JSON text.
+std::string write_json(const rapidjson::Value& v);
 
 /// The JSON text of option `key` when it is a JSON object; none otherwise (missing, another
 /// type, options that are not an object).

@@ -13,7 +13,16 @@
 
 namespace troupe {
 
+std::string detail::write_json(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buf);
+  v.Accept(writer);
+  return {buf.GetString(), buf.GetSize()};
+}
+
 namespace {
+
+using detail::write_json;
 
 const rapidjson::Value* lookup(rapidjson::Document& doc, std::string_view json,
                                std::string_view key) {
@@ -23,13 +32,6 @@ const rapidjson::Value* lookup(rapidjson::Document& doc, std::string_view json,
   auto it =
     doc.FindMember(rapidjson::Value(key.data(), static_cast<rapidjson::SizeType>(key.size())));
   return it == doc.MemberEnd() ? nullptr : &it->value;
-}
-
-std::string write_json(const rapidjson::Value& v) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> writer(buf);
-  v.Accept(writer);
-  return {buf.GetString(), buf.GetSize()};
 }
 
 template <class Set>

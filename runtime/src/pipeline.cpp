@@ -10,6 +10,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <chrono>
 #include <set>
 
 namespace troupe {
@@ -23,16 +24,17 @@ std::string step_json(const message& m) {
     w.Key(key);
     w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
   };
-  auto raw = [&](const char* key, const std::string& json) {
+  auto raw = [&](const char* key, const std::string& json, rapidjson::Type type) {
     w.Key(key);
-    w.RawValue(json.data(), json.size(), rapidjson::kObjectType);
+    w.RawValue(json.data(), json.size(), type);
   };
   w.StartObject();
   text("id", m.id);
   text("queue", m.queue);
   text("task", m.task);
-  raw("args", m.args_json.empty() ? std::string("[]") : m.args_json);
-  raw("options", m.options_json.empty() ? std::string("{}") : m.options_json);
+  raw("args", m.args_json.empty() ? std::string("[]") : m.args_json, rapidjson::kArrayType);
+  raw("options", m.options_json.empty() ? std::string("{}") : m.options_json,
+      rapidjson::kObjectType);
   w.Key("priority");
   w.Int(m.priority);
   w.Key("delay_ms");
@@ -59,10 +61,7 @@ std::optional<message> next_step(std::string_view options_json, std::string_view
     if (it == doc.MemberEnd() || (array ? !it->value.IsArray() : !it->value.IsObject()))
       throw error(errc::decode_failed, fmt::format("the pipeline's next step has no {} \"{}\"",
                                                    array ? "array" : "object", key));
-    rapidjson::StringBuffer buf;
-    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-    it->value.Accept(w);
-    return {buf.GetString(), buf.GetSize()};
+    return write_json(it->value);
   };
   message m;
   m.id = str("id");
@@ -74,7 +73,9 @@ std::optional<message> next_step(std::string_view options_json, std::string_view
     m.priority = it->value.GetInt();
   if (auto it = doc.FindMember("delay_ms"); it != doc.MemberEnd() && it->value.IsInt64())
     m.delay_ms = it->value.GetInt64();
-  m.timestamp_ms = make_message(m.queue, m.task, "[]").timestamp_ms; // published now
+  m.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count(); // published now
   if (!option_bool(m.options_json, "pipe_ignore").value_or(false))
     m.args_json = append_to_array(m.args_json, result_json.empty() ? "null" : result_json);
   return m;
