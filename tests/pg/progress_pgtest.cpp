@@ -5,6 +5,7 @@
 #include <caf/test/unit_test.hpp>
 
 #include "scratch_area.hpp"
+#include "storage/naming.hpp"
 #include "troupe/admin.hpp"
 #include "troupe/caf.hpp"
 #include "troupe/client.hpp"
@@ -177,7 +178,12 @@ CAF_TEST(progress that cannot be stored is dropped and the task goes on) {
 }
 
 CAF_TEST(progress while the database connection is lost never fails the task) {
-  auto node = spawn_worker_node(*sys, options(), tasks);
+  // Its own application name, so that only this node's sessions go (other tests may run
+  // nodes on the same cluster meanwhile).
+  auto o = options();
+  auto app = "troupe-progress-" + area.where().schema;
+  o.dsn += " application_name=" + app;
+  auto node = spawn_worker_node(*sys, o, tasks);
   auto m = producer.enqueue(patient());
   CAF_REQUIRE(testkit::wait_until(
     [&] {
@@ -187,8 +193,11 @@ CAF_TEST(progress while the database connection is lost never fails the task) {
     10s));
   // The node's storage sessions go (its liveness lock, on the listener's, stays): its writes
   // of progress fail until they reconnect.
-  auto killed = area.scalar("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                            "WHERE application_name = 'troupe-node'");
+  auto killed = area.scalar(fmt::format(
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = "
+    "'{}' AND pid NOT IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = "
+    "{}::oid)",
+    app, storage::node_lock_class(area.where())));
   CAF_CHECK_GREATER(killed, 0);
   // The task goes on reporting, and once the node's sessions are back its progress moves again.
   auto seen = ops.get_state(m.id)->progress_json;
