@@ -90,13 +90,23 @@ void run_hooks(Range&& order, attempt& a, Hook hook) {
   }
 }
 
+// Whether a message's options make it a group member (a cheap look for the key first: most
+// messages are not).
+bool is_group_member(std::string_view options_json) {
+  return options_json.find("\"group_id\"") != std::string_view::npos &&
+         option_string(options_json, "group_id").has_value();
+}
+
 storage::outcome to_outcome(attempt& a) {
   storage::outcome o;
   o.id = a.context.message_id;
   o.attempt = a.context.attempt;
+  // A group member's result is always kept: the group's results, and the step after it, read
+  // it.
   bool keep_result =
     a.task &&
-    (option_bool(a.context.options_json, "store_results").value_or(a.task->options.store_results));
+    (option_bool(a.context.options_json, "store_results").value_or(a.task->options.store_results) ||
+     is_group_member(a.context.options_json));
   switch (a.status) {
   case attempt_status::done:
     o.state = storage::outcome_state::done;

@@ -59,8 +59,9 @@ Verbs:
          --offset N] [--payload] [--count]
                               a page of state records (default: newest first, 50),
                               or with --count how many match; FILTERS are
-                              --status S, --task T, --queue Q, --id ID (each may
-                              repeat), --enqueued-from/--enqueued-to TIME and
+                              --status S, --task T, --queue Q, --id ID,
+                              --composition ID (each may repeat),
+                              --enqueued-from/--enqueued-to TIME and
                               --finished-from/--finished-to TIME
   history enable|disable|status
                               turn the area's attempt history on or off, or show it

@@ -93,6 +93,9 @@ void parse_states_options(argument_cursor& cur, command_line& cl) {
     } else if (opt.name == "--id") {
       f.message_ids.push_back(parse_message_id(cur.value_of(opt), "option --id"));
       filtered = true;
+    } else if (opt.name == "--composition") {
+      f.composition_ids.push_back(parse_message_id(cur.value_of(opt), "option --composition"));
+      filtered = true;
     } else if (opt.name == "--enqueued-from") {
       f.enqueued_from = time_value();
     } else if (opt.name == "--enqueued-to") {

@@ -25,7 +25,9 @@ GRANT SELECT ON {{t:versions}} TO {role};
 // transaction, a re-send of an id) and reading results. A re-send puts a row back in its
 // queue: it updates the columns a publish sets, and no others (not attempts, cancel requests,
 // progress or ownership beyond clearing it). Its ON CONFLICT DO UPDATE reads the columns it
-// sets, so the producer may read them too (arguments included).
+// sets, so the producer may read them too (arguments included). Groups are written by the
+// queue table's triggers with the area owner's rights, whoever publishes or finishes a member;
+// the producer reads their rows.
 constexpr std::string_view producer =
   R"(GRANT SELECT (message_id, queue_name, task_name, args, options, priority, eta,
               enqueued_at, state, result, result_expires_at, error),
@@ -35,6 +37,7 @@ constexpr std::string_view producer =
    ON {{t:queue}} TO {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {{t:deduplication}} TO {role};
 GRANT INSERT ON {{t:state_count_changes}} TO {role};
+GRANT SELECT ON {{t:groups}} TO {role};
 )";
 
 // Claiming, running and completing messages, publishing follow-ups, the node registry and its
@@ -44,6 +47,7 @@ constexpr std::string_view node = R"(GRANT SELECT, INSERT, UPDATE, DELETE
    ON {{t:queue}}, {{t:nodes}}, {{t:deduplication}}, {{t:attempts}}, {{t:state_counts}},
       {{t:state_count_changes}} TO {role};
 GRANT SELECT ON {{t:queue_control}}, {{t:area_settings}} TO {role};
+GRANT SELECT, DELETE ON {{t:groups}}, {{t:group_members}} TO {role};
 )";
 
 // Everything the `troupe` verbs do to an area's rows: pause, cancel, retry, purge, flush,
@@ -54,6 +58,7 @@ constexpr std::string_view operator_ = R"(GRANT SELECT, INSERT, UPDATE, DELETE
       {{t:state_count_changes}} TO {role};
 GRANT SELECT, INSERT, UPDATE ON {{t:queue_control}} TO {role};
 GRANT SELECT, UPDATE ON {{t:area_settings}} TO {role};
+GRANT SELECT, DELETE ON {{t:groups}}, {{t:group_members}} TO {role};
 )";
 
 // The identity sequences of the tables a role inserts into (node ids, attempt ids).
@@ -81,7 +86,7 @@ std::string for_role(const area& a, std::string_view part, const std::string& ro
 } // namespace
 
 std::string grants_script(const area& a, const area_roles& roles) {
-  std::string out = fmt::format("-- Troupe grants for schema {} (prefix \"{}\"), migration 5.\n",
+  std::string out = fmt::format("-- Troupe grants for schema {} (prefix \"{}\"), migration 6.\n",
                                 a.schema, a.prefix);
   out += "BEGIN;\n";
   if (!roles.producer.empty())

@@ -285,7 +285,33 @@ std::int64_t purge_finished(connection& conn, const statement_set& stmts, const 
                                               std::to_string(node_lock_class(stmts.where()))})
         .int64(0, 0);
   }
+  // Finished groups (migration 6) go with the retention of their state; their members' rows
+  // follow their own.
+  if (stmts.version() >= 6)
+    for (auto [state, window] : {std::pair{"done", r.done_ms}, std::pair{"failed", r.failed_ms}})
+      if (window > 0)
+        total += conn
+                   .run(stmts.get(sql::purge_groups),
+                        {state, std::to_string(window), std::to_string(limit)})
+                   .int64(0, 0);
   return total;
+}
+
+std::optional<group_row> read_group(connection& conn, const statement_set& stmts,
+                                    const std::string& id) {
+  auto res = conn.run(stmts.get(sql::read_group), {id});
+  if (res.rows() == 0)
+    return std::nullopt;
+  group_row g;
+  g.id = res.text(0, 0);
+  g.state = res.text(0, 1);
+  g.total = static_cast<std::int32_t>(res.int64(0, 2));
+  g.succeeded = static_cast<std::int32_t>(res.int64(0, 3));
+  g.failed = static_cast<std::int32_t>(res.int64(0, 4));
+  g.error_json = res.text(0, 5);
+  g.created_at_ms = res.int64(0, 6);
+  g.finished_at_ms = res.int64(0, 7);
+  return g;
 }
 
 std::int64_t expire_results(connection& conn, const statement_set& stmts, std::int32_t limit) {

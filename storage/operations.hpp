@@ -79,11 +79,16 @@ std::int64_t retry_matching(connection& conn, const statement_set& stmts,
 std::string database_now(connection& conn, const statement_set& stmts);
 
 /// One retention pass: up to `limit` rows of each state past its window, unless another node
-/// purges at the same moment. Returns how many rows went.
+/// purges at the same moment, and (migration 6) up to `limit` done and failed groups past the
+/// window of their state. Returns how many rows and groups went.
 std::int64_t purge_finished(connection& conn, const statement_set& stmts, const retention& r,
                             std::int32_t limit);
 /// Clears up to `limit` stored results past their result_ttl; returns how many.
 std::int64_t expire_results(connection& conn, const statement_set& stmts, std::int32_t limit);
+/// The row of group `id` (canonical UUID text), if the area holds it (migration 6).
+std::optional<group_row> read_group(connection& conn, const statement_set& stmts,
+                                    const std::string& id);
+
 /// One batch of `troupe purge`: up to `limit` finished rows of `states` older than `interval`
 /// (PostgreSQL's interval syntax, checked positive first: invalid_argument otherwise).
 std::int64_t purge_older(connection& conn, const statement_set& stmts,

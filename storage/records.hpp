@@ -99,6 +99,18 @@ struct progress_update {
   std::string progress_json;
 };
 
+/// A group's row (migration 6).
+struct group_row {
+  std::string id;
+  std::string state; ///< running, done or failed
+  std::int32_t total = 0;
+  std::int32_t succeeded = 0;
+  std::int32_t failed = 0;
+  std::string error_json; ///< empty while no member failed
+  std::int64_t created_at_ms = 0;
+  std::int64_t finished_at_ms = 0; ///< 0 while it runs
+};
+
 /// Retention windows per finished state, in milliseconds; 0 keeps that state's rows.
 struct retention {
   std::int64_t done_ms = 0;

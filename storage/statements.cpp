@@ -34,6 +34,14 @@ std::string render_sql(std::string_view text, const area& a) {
       out += quote_identifier(a.prefix + std::string(key.substr(2)));
     } else if (key == "lock_class") {
       out += std::to_string(node_lock_class(a));
+    } else if (key == "wake_channel") {
+      out.push_back('\'');
+      for (char c : wake_channel(a)) {
+        if (c == '\'')
+          out.push_back(c);
+        out.push_back(c);
+      }
+      out.push_back('\'');
     } else {
       throw error(errc::bug, fmt::format("unknown SQL placeholder {{{{{}}}}}", key));
     }

@@ -20,8 +20,9 @@ struct statement {
   std::string text;
 };
 
-/// Replaces {{schema}}, {{t:name}}, {{n:name}} and {{lock_class}} in `text` for area `a`.
-/// Throws troupe::error(bug) on an unknown placeholder.
+/// Replaces {{schema}}, {{t:name}}, {{n:name}}, {{lock_class}} and {{wake_channel}} (the area's
+/// wake channel as a string literal) in `text` for area `a`. Throws troupe::error(bug) on an
+/// unknown placeholder.
 std::string render_sql(std::string_view text, const area& a);
 
 /// The oldest area version a worker node runs on: an area at a version from this one up to the

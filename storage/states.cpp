@@ -204,6 +204,10 @@ std::string shared_conditions(builder& b, const state_filter& f) {
     where.push_back("q.queue_name = ANY (" + b.param(array_literal(f.queues)) + "::text[])");
   if (!f.message_ids.empty())
     where.push_back("q.message_id = ANY (" + b.param(array_literal(f.message_ids)) + "::uuid[])");
+  // Both conditions, so that the planner can use the index of composition members.
+  if (!f.composition_ids.empty())
+    where.push_back("q.options ? 'composition_id' AND q.options->>'composition_id' = ANY (" +
+                    b.param(array_literal(f.composition_ids)) + "::text[])");
   if (f.enqueued_from)
     where.push_back("q.enqueued_at >= " + b.param(*f.enqueued_from) + "::timestamptz");
   if (f.enqueued_to)

@@ -24,10 +24,10 @@ inline std::string area_name(const area& a) {
 }
 
 /// A message id as the caller typed it, in canonical form; invalid_argument when it is not a UUID.
-inline std::string message_id(const std::string& id) {
+inline std::string message_id(const std::string& id, const char* what = "message id") {
   std::string canonical;
   if (!parse_uuid(id, canonical))
-    throw error(errc::invalid_argument, "message id \"" + id + "\" is not a UUID");
+    throw error(errc::invalid_argument, std::string(what) + " \"" + id + "\" is not a UUID");
   return canonical;
 }
 

@@ -34,6 +34,8 @@ state_filter checked_filter(const state_filter& given) {
     validate_queue_name(q);
   for (auto& id : f.message_ids)
     id = message_id(id);
+  for (auto& id : f.composition_ids)
+    id = message_id(id, "composition id");
   return f;
 }
 

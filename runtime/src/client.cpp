@@ -1,16 +1,20 @@
 #include "troupe/client.hpp"
 
+#include "composition_access.hpp"
 #include "publish_plan.hpp"
 #include "results.hpp"
 
 #include "storage/connection.hpp"
 #include "storage/migrations.hpp"
+#include "storage/operations.hpp"
 #include "storage/queries.hpp"
 #include "storage/shared_connection.hpp"
 #include "troupe/dsn.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"
+
+#include <fmt/format.h>
 
 #include <optional>
 
@@ -120,5 +124,42 @@ std::string client::get_result_json(const std::string& id, bool block,
     conn.wait_for_notifications(std::min(left, std::chrono::milliseconds{1000}));
   }
 }
+
+namespace detail {
+
+group_status client_access::read_group(client& c, const std::string& canonical_id) {
+  std::optional<storage::group_row> row;
+  int version = 0;
+  c.impl_->conn->with([&](storage::connection& conn, bool) {
+    version = c.impl_->stmts->version();
+    if (version >= groups_version)
+      row = storage::read_group(conn, *c.impl_->stmts, canonical_id);
+  });
+  if (version < groups_version)
+    throw error(errc::invalid_argument,
+                fmt::format("the area is at schema version {}; groups need migration {} "
+                            "(troupe upgrade)",
+                            version, groups_version));
+  if (!row)
+    throw error(errc::not_found, "no group " + canonical_id + " in this area");
+  group_status s;
+  s.id = row->id;
+  s.state = row->state;
+  s.total = row->total;
+  s.succeeded = row->succeeded;
+  s.failed = row->failed;
+  s.error_json = row->error_json;
+  s.created_at_ms = row->created_at_ms;
+  s.finished_at_ms = row->finished_at_ms;
+  return s;
+}
+
+int client_access::area_version(client& c) {
+  int version = 0;
+  c.impl_->conn->with([&](storage::connection&, bool) { version = c.impl_->stmts->version(); });
+  return version;
+}
+
+} // namespace detail
 
 } // namespace troupe

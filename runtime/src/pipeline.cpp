@@ -1,5 +1,6 @@
 #include "troupe/composition.hpp"
 
+#include "composition_access.hpp"
 #include "json_options.hpp"
 #include "pipeline_steps.hpp"
 #include "troupe/error.hpp"
@@ -10,8 +11,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <chrono>
-#include <set>
 
 namespace troupe {
 
@@ -43,12 +44,11 @@ std::string step_json(const message& m) {
   return {buf.GetString(), buf.GetSize()};
 }
 
-std::optional<message> next_step(std::string_view options_json, std::string_view result_json) {
-  auto target = option_object(options_json, "pipe_target");
-  if (!target)
-    return std::nullopt;
-  rapidjson::Document doc;
-  doc.Parse(target->data(), target->size());
+namespace {
+
+message step_from_json(const rapidjson::Value& doc) {
+  if (!doc.IsObject())
+    throw error(errc::decode_failed, "the pipeline's next step is not a JSON object");
   auto str = [&](const char* key) -> std::string {
     auto it = doc.FindMember(key);
     if (it == doc.MemberEnd() || !it->value.IsString())
@@ -76,49 +76,154 @@ std::optional<message> next_step(std::string_view options_json, std::string_view
   m.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count(); // published now
-  if (!option_bool(m.options_json, "pipe_ignore").value_or(false))
-    m.args_json = append_to_array(m.args_json, result_json.empty() ? "null" : result_json);
   return m;
+}
+
+} // namespace
+
+std::vector<message> next_steps(std::string_view options_json, std::string_view result_json) {
+  std::vector<message> out;
+  auto target = option_object(options_json, "pipe_target");
+  if (!target)
+    return out;
+  rapidjson::Document doc;
+  doc.Parse(target->data(), target->size());
+  if (auto g = doc.FindMember("group"); g != doc.MemberEnd()) {
+    auto members = g->value.IsObject() ? g->value.FindMember("members") : g->value.MemberEnd();
+    if (!g->value.IsObject() || members == g->value.MemberEnd() || !members->value.IsArray() ||
+        members->value.Empty())
+      throw error(errc::decode_failed,
+                  "the pipeline's next step is a group without an array \"members\"");
+    for (const auto& m : members->value.GetArray())
+      out.push_back(step_from_json(m));
+  } else {
+    out.push_back(step_from_json(doc));
+  }
+  for (auto& m : out)
+    if (!option_bool(m.options_json, "pipe_ignore").value_or(false))
+      m.args_json = append_to_array(m.args_json, result_json.empty() ? "null" : result_json);
+  return out;
+}
+
+namespace {
+
+// The pipe_target JSON of a step that publishes `published`: the message, or a group's
+// members.
+std::string target_of(const std::vector<message>& published, bool is_group) {
+  if (!is_group)
+    return step_json(published.front());
+  std::string out = R"({"group":{"members":[)";
+  for (std::size_t i = 0; i < published.size(); ++i) {
+    if (i > 0)
+      out += ',';
+    out += step_json(published[i]);
+  }
+  return out + "]}}";
+}
+
+} // namespace
+
+std::vector<message> render_pipeline(const std::vector<step>& steps,
+                                     const std::string& composition_id,
+                                     const std::string& group_id) {
+  std::vector<message> published;
+  std::string target;
+  for (auto i = steps.size(); i-- > 0;) {
+    if (auto* m = steps[i].as_message()) {
+      auto s = *m;
+      s.options_json = with_option(s.options_json, "composition_id", composition_id);
+      if (i + 1 == steps.size() && !group_id.empty())
+        s.options_json = with_option(s.options_json, "group_id", group_id);
+      if (!target.empty())
+        s.options_json = with_object_option(s.options_json, "pipe_target", target);
+      published = {std::move(s)};
+      target = target_of(published, false);
+    } else {
+      if (i + 1 == steps.size() && !group_id.empty())
+        throw error(errc::invalid_argument,
+                    "a pipeline that is a group member must end with a message, not a group");
+      published = render_group(*steps[i].as_group(), composition_id, target);
+      target = target_of(published, true);
+    }
+  }
+  return published;
+}
+
+void collect_ids(const std::vector<step>& steps, std::vector<std::string>& out) {
+  for (const auto& s : steps) {
+    if (auto* m = s.as_message())
+      out.push_back(m->id);
+    else
+      collect_ids(*s.as_group(), out);
+  }
+}
+
+void require_unique(std::vector<std::string> ids, std::string_view what) {
+  std::sort(ids.begin(), ids.end());
+  if (auto dup = std::adjacent_find(ids.begin(), ids.end()); dup != ids.end())
+    throw error(errc::invalid_argument,
+                fmt::format("message {} is used more than once in the {}", *dup, what));
+}
+
+std::vector<enqueue_options> composition_options(const enqueue_options& options, std::size_t n,
+                                                 std::string_view what) {
+  if (!options.deduplication_key.empty())
+    throw error(errc::invalid_argument,
+                fmt::format("a {} is published without a deduplication key", what));
+  if (!options.delay)
+    return {};
+  return std::vector<enqueue_options>(n, options);
 }
 
 } // namespace detail
 
-pipeline::pipeline(std::vector<message> steps) : steps_(std::move(steps)) {
+pipeline::pipeline(std::vector<step> steps) : steps_(std::move(steps)) {
   if (steps_.empty())
     throw error(errc::invalid_argument, "a pipeline needs at least one step");
   if (steps_.size() > max_pipeline_steps)
     throw error(errc::invalid_argument, fmt::format("a pipeline has at most {} steps, got {}",
                                                     max_pipeline_steps, steps_.size()));
-  std::set<std::string> ids;
   for (auto& s : steps_) {
-    normalize_message(s);
-    if (!ids.insert(s.id).second)
-      throw error(errc::invalid_argument,
-                  "message " + s.id + " is more than one step of the pipeline");
+    if (auto* m = s.as_message()) {
+      auto copy = *m;
+      normalize_message(copy);
+      s = step(std::move(copy));
+    }
   }
-  id_ = steps_.front().id;
-  for (auto& s : steps_)
-    s.options_json = with_option(s.options_json, "composition_id", id_);
-  // From the last step back: each carries the next one, which carries the rest.
-  std::string target;
-  for (auto i = steps_.size(); i-- > 0;) {
-    auto step = steps_[i];
-    if (!target.empty())
-      step.options_json = detail::with_object_option(step.options_json, "pipe_target", target);
-    if (i == 0)
-      first_ = step;
-    else
-      target = detail::step_json(step);
-  }
+  std::vector<std::string> ids;
+  detail::collect_ids(steps_, ids);
+  detail::require_unique(ids, "pipeline");
+  id_ =
+    steps_.front().as_message() ? steps_.front().as_message()->id : steps_.front().as_group()->id();
 }
 
-message pipeline::run(client& c, const enqueue_options& options) const {
-  return c.enqueue(first_, options);
+const message& pipeline::last() const {
+  auto* m = steps_.back().as_message();
+  if (!m)
+    throw error(errc::invalid_argument,
+                "the pipeline ends with a group: read its results through the group");
+  return *m;
 }
 
-message pipeline::run_in_transaction(pg_conn* conn, const area& where,
-                                     const enqueue_options& options) const {
-  return enqueue_in_transaction(conn, where, first_, options);
+std::vector<message> pipeline::messages() const {
+  return detail::render_pipeline(steps_, id_, {});
+}
+
+std::vector<message> pipeline::run(client& c, const enqueue_options& options) const {
+  auto published = messages();
+  auto opts = detail::composition_options(options, published.size(), "pipeline");
+  if (steps_.front().as_group())
+    detail::require_groups(c);
+  return c.enqueue_many(std::move(published), std::move(opts));
+}
+
+std::vector<message> pipeline::run_in_transaction(pg_conn* conn, const area& where,
+                                                  const enqueue_options& options) const {
+  auto published = messages();
+  auto opts = detail::composition_options(options, published.size(), "pipeline");
+  if (steps_.front().as_group())
+    detail::require_groups(conn, where);
+  return enqueue_many_in_transaction(conn, where, std::move(published), std::move(opts));
 }
 
 std::string pipeline::get_result_json(client& c, bool block,
@@ -129,18 +234,37 @@ std::string pipeline::get_result_json(client& c, bool block,
 std::vector<std::string> pipeline::get_results_json(client& c, bool block,
                                                     std::chrono::milliseconds timeout) const {
   std::vector<std::string> out;
-  for (const auto& s : steps_)
-    out.push_back(c.get_result_json(s.id, block, timeout));
+  for (const auto& s : steps_) {
+    if (auto* m = s.as_message()) {
+      out.push_back(c.get_result_json(m->id, block, timeout));
+      continue;
+    }
+    std::string list = "[";
+    for (const auto& r : s.as_group()->get_results_json(c, block, timeout))
+      list += (list.size() > 1 ? "," : "") + r;
+    out.push_back(list + "]");
+  }
   return out;
 }
 
 std::size_t pipeline::completed_count(client& c) const {
   std::size_t n = 0;
   for (const auto& s : steps_) {
-    try {
-      c.get_result_json(s.id);
-    } catch (const result_error&) {
-      break;
+    if (auto* m = s.as_message()) {
+      try {
+        c.get_result_json(m->id);
+      } catch (const result_error&) {
+        break;
+      }
+    } else {
+      try {
+        if (!s.as_group()->completed(c))
+          break;
+      } catch (const error& e) {
+        if (e.code() != errc::not_found)
+          throw;
+        break;
+      }
     }
     ++n;
   }

@@ -188,8 +188,9 @@ public:
   }
 };
 
-/// Publishes a pipeline's next step (the message's pipe_target) after a success, with the
-/// result appended to its arguments unless it says pipe_ignore (runtime/src/pipeline.cpp).
+/// Publishes a pipeline's next step (the message's pipe_target: a message, or a group's members)
+/// after a success, with the result appended to the arguments of each unless it says
+/// pipe_ignore (runtime/src/pipeline.cpp).
 class pipelines final : public middleware {
 public:
   std::string name() const override { return "pipelines"; }
@@ -197,8 +198,8 @@ public:
   void after_process(attempt& a) override {
     if (a.status != attempt_status::done)
       return;
-    if (auto next = detail::next_step(a.context.options_json, a.result_json))
-      a.follow_ups.push_back(std::move(*next));
+    for (auto& next : detail::next_steps(a.context.options_json, a.result_json))
+      a.follow_ups.push_back(std::move(next));
   }
 };
 

@@ -7,6 +7,7 @@
 #include "node_harness.hpp"
 #include "storage/queries.hpp"
 #include "troupe/admin.hpp"
+#include "troupe/composition.hpp"
 #include "troupe/error.hpp"
 
 #include <fmt/format.h>
@@ -114,6 +115,15 @@ CAF_TEST(each role does its job with the grants alone) {
   CAF_CHECK_EQUAL(ops.recover().dead_nodes, 0);
   CAF_CHECK(!ops.stats().empty());
   CAF_CHECK_EQUAL(ops.failed().items.size(), 0u);
+  // Groups: the producer publishes one and reads its row, the node's completions finish it
+  // (the triggers write with the area owner's rights) and publish its callback.
+  troupe::group g({twice(8), twice(9)});
+  auto callback = twice(10);
+  g.on_success(callback);
+  g.run(producer_client);
+  CAF_CHECK_EQUAL(producer_client.get_result<int>(callback, true, 20s), 20);
+  CAF_CHECK_EQUAL(g.status(producer_client).state, "done");
+  CAF_CHECK_EQUAL(g.get_results<int>(producer_client), (std::vector<int>{16, 18}));
 }
 
 CAF_TEST(each role is refused what is not its job) {

@@ -38,7 +38,7 @@ struct fixture : testkit::node_harness {
 };
 
 // A step whose arguments its predecessor's result completes.
-message step(const char* task) {
+message link(const char* task) {
   return make_message("default", task, "[]");
 }
 
@@ -48,9 +48,10 @@ CAF_TEST_FIXTURE_SCOPE(pipelines_tests, fixture)
 
 CAF_TEST(each step receives its predecessor result and runs once) {
   start_node();
-  pipeline p({add(1, 2), step("twice"), step("twice")});
-  auto first = p.run(producer);
-  CAF_CHECK_EQUAL(first.id, p.id());
+  pipeline p({add(1, 2), link("twice"), link("twice")});
+  auto published = p.run(producer);
+  CAF_REQUIRE_EQUAL(published.size(), 1u);
+  CAF_CHECK_EQUAL(published.front().id, p.id());
   CAF_CHECK_EQUAL(producer.get_result<int>(p.last(), true, 20s), 12);
   CAF_CHECK_EQUAL(p.get_results_json(producer), (std::vector<std::string>{"3", "6", "12"}));
   CAF_CHECK_EQUAL(p.completed_count(producer), 3u);
@@ -71,8 +72,8 @@ CAF_TEST(a typed pipeline runs like one built from messages) {
 }
 
 CAF_TEST(a pipeline run in a rolled back transaction leaves nothing) {
-  pipeline gone({add(1, 2), step("twice")});
-  pipeline kept({add(2, 3), step("twice")});
+  pipeline gone({add(1, 2), link("twice")});
+  pipeline kept({add(2, 3), link("twice")});
   auto tx = storage::connection::open(area.dsn(), "caller");
   tx.exec("BEGIN");
   gone.run_in_transaction(tx.native(), area.where());
@@ -88,7 +89,7 @@ CAF_TEST(a pipeline run in a rolled back transaction leaves nothing) {
 
 CAF_TEST(a failed step publishes nothing after it) {
   start_node();
-  pipeline p({add(1, 1), step("broken"), step("twice")});
+  pipeline p({add(1, 1), link("broken"), link("twice")});
   p.run(producer);
   CAF_CHECK(testkit::wait_until([&] { return count("state = 'failed'") == 1; }, 20s));
   CAF_CHECK_EQUAL(count("true"), 2); // the third step was never published
@@ -97,7 +98,7 @@ CAF_TEST(a failed step publishes nothing after it) {
 
 CAF_TEST(a step that ignores its predecessor takes only its own arguments) {
   start_node();
-  pipeline p({add(2, 2), pipe_ignore(seven()), step("twice")});
+  pipeline p({add(2, 2), pipe_ignore(seven()), link("twice")});
   p.run(producer);
   CAF_CHECK_EQUAL(producer.get_result<int>(p.last(), true, 20s), 14);
 }
@@ -112,7 +113,7 @@ CAF_TEST(a malformed next step publishes nothing and the step stays done) {
 }
 
 CAF_TEST(a pipeline is refused when it is empty too long or repeats a message) {
-  auto refusal = [](std::vector<message> steps) {
+  auto refusal = [](std::vector<troupe::step> steps) {
     try {
       pipeline p(std::move(steps));
     } catch (const error& e) {
@@ -121,10 +122,10 @@ CAF_TEST(a pipeline is refused when it is empty too long or repeats a message) {
     return std::string("no error");
   };
   CAF_CHECK_EQUAL(refusal({}), "a pipeline needs at least one step");
-  CAF_CHECK_EQUAL(refusal(std::vector<message>(101, seven())),
+  CAF_CHECK_EQUAL(refusal(std::vector<troupe::step>(101, seven())),
                   "a pipeline has at most 100 steps, got 101");
   auto m = seven();
-  CAF_CHECK_EQUAL(refusal({m, m}), "message " + m.id + " is more than one step of the pipeline");
+  CAF_CHECK_EQUAL(refusal({m, m}), "message " + m.id + " is used more than once in the pipeline");
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -37,6 +37,10 @@ private:
   std::string failure_text_;
 };
 
+namespace detail {
+struct client_access; // Troupe's own reads through a client (groups)
+} // namespace detail
+
 /// Where a client publishes.
 struct client_options {
   /// libpq connection string or URI; empty means libpq's PG* environment variables.
@@ -89,6 +93,7 @@ public:
   }
 
 private:
+  friend struct detail::client_access;
   struct impl;
   std::unique_ptr<impl> impl_;
 };

@@ -59,6 +59,9 @@ struct state_filter {
   std::optional<std::string> enqueued_to;
   std::optional<std::string> finished_from;
   std::optional<std::string> finished_to;
+  /// Composition ids (UUIDs): every message of these pipelines and groups (their option
+  /// `composition_id`, docs/composition.md).
+  std::vector<std::string> composition_ids;
 };
 
 /// The order of a page: one column of the whitelist (message_id, status, queue, task,
