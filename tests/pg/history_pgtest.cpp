@@ -5,6 +5,7 @@
 #include <caf/test/unit_test.hpp>
 
 #include "node_harness.hpp"
+#include "storage/naming.hpp"
 #include "storage/operations.hpp"
 #include "storage/queries.hpp"
 #include "troupe/admin.hpp"
@@ -140,6 +141,14 @@ CAF_TEST(what never started leaves no record and an attempt lost with its node s
     CAF_CHECK_EQUAL(storage::complete_batch(doomed, area.statements(), n, {never}), 1);
     CAF_CHECK_EQUAL(records(), 0);
   } // the node's session ends: it is dead
+  // Its server session ends a moment after the client closes it: until then its lock is held.
+  CAF_REQUIRE(testkit::wait_until(
+    [&] {
+      return area.scalar(fmt::format("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                     "AND classid = {} AND objid = {} AND objsubid = 2",
+                                     storage::node_lock_class(area.where()), doomed_id)) == 0;
+    },
+    10s));
   storage::reap_dead_nodes(area.sql(), area.statements(), 60s);
   auto r = storage::reap_dead_nodes(area.sql(), area.statements(), 0ms);
   CAF_CHECK_EQUAL(r.dead_nodes, 1);
