@@ -66,7 +66,15 @@ std::vector<message> render_group(const group& g, const std::string& composition
   if (!pipe_target_json.empty())
     def += R"(,"pipe_target":)" + pipe_target_json;
   def += "}";
-  out.front().options_json = with_object_option(out.front().options_json, "group_def", def);
+  // The first message may be the first of a nested group too (a member pipeline that starts
+  // with a group): it then carries every group it starts, outermost last.
+  auto& first = out.front();
+  if (auto inner = option_json(first.options_json, "group_def"))
+    first.options_json = with_json_option(first.options_json, "group_def",
+                                          inner->front() == '[' ? append_to_array(*inner, def)
+                                                                : "[" + *inner + "," + def + "]");
+  else
+    first.options_json = with_object_option(first.options_json, "group_def", def);
   return out;
 }
 

@@ -22,6 +22,14 @@ std::optional<std::string> option_object(std::string_view options_json, std::str
 std::string with_object_option(std::string_view options_json, std::string_view key,
                                std::string_view object_json);
 
+/// The JSON text of option `key`, whatever its type; none when it is missing.
+std::optional<std::string> option_json(std::string_view options_json, std::string_view key);
+
+/// `options_json` with `key` set to the JSON value `value_json`. Throws
+/// troupe::error(invalid_argument) when it does not parse.
+std::string with_json_option(std::string_view options_json, std::string_view key,
+                             std::string_view value_json);
+
 /// `array_json` (a JSON array) with `value_json` (any JSON value) appended. Throws
 /// troupe::error(invalid_argument) when either does not parse.
 std::string append_to_array(std::string_view array_json, std::string_view value_json);

@@ -116,6 +116,23 @@ std::string with_object_option(std::string_view options_json, std::string_view k
                     [&](rapidjson::Value& v, auto& alloc) { v.CopyFrom(value, alloc); });
 }
 
+std::optional<std::string> option_json(std::string_view options_json, std::string_view key) {
+  rapidjson::Document doc;
+  if (auto* v = lookup(doc, options_json, key))
+    return write_json(*v);
+  return std::nullopt;
+}
+
+std::string with_json_option(std::string_view options_json, std::string_view key,
+                             std::string_view value_json) {
+  rapidjson::Document value;
+  value.Parse(value_json.data(), value_json.size());
+  if (value.HasParseError())
+    throw error(errc::invalid_argument, "option " + std::string(key) + " must be JSON");
+  return set_member(options_json, key,
+                    [&](rapidjson::Value& v, auto& alloc) { v.CopyFrom(value, alloc); });
+}
+
 std::string append_to_array(std::string_view array_json, std::string_view value_json) {
   rapidjson::Document arr;
   arr.Parse(array_json.data(), array_json.size());

@@ -209,10 +209,19 @@ std::vector<message> pipeline::messages() const {
   return detail::render_pipeline(steps_, id_, {});
 }
 
+namespace {
+
+// Whether publishing the pipeline needs groups (migration 6): any step that is a group.
+bool holds_group(const std::vector<step>& steps) {
+  return std::any_of(steps.begin(), steps.end(), [](const step& s) { return s.as_group(); });
+}
+
+} // namespace
+
 std::vector<message> pipeline::run(client& c, const enqueue_options& options) const {
   auto published = messages();
   auto opts = detail::composition_options(options, published.size(), "pipeline");
-  if (steps_.front().as_group())
+  if (holds_group(steps_))
     detail::require_groups(c);
   return c.enqueue_many(std::move(published), std::move(opts));
 }
@@ -221,7 +230,7 @@ std::vector<message> pipeline::run_in_transaction(pg_conn* conn, const area& whe
                                                   const enqueue_options& options) const {
   auto published = messages();
   auto opts = detail::composition_options(options, published.size(), "pipeline");
-  if (steps_.front().as_group())
+  if (holds_group(steps_))
     detail::require_groups(conn, where);
   return enqueue_many_in_transaction(conn, where, std::move(published), std::move(opts));
 }

@@ -13,6 +13,12 @@
 -- publishes or finishes a member, whatever publishes it (a client, a batch, a COPY, the
 -- caller's own transaction, a node's follow-ups): a group exists exactly when its members do,
 -- and its callbacks are published exactly once, with the last member's completion.
+-- Locks: the migration is one transaction, and takes the queue table's strongest lock first
+-- (once every transaction already using the table has ended), for its index build and its
+-- triggers, until the commit: taken first, it is never upgraded, so the migration cannot
+-- deadlock with a node's claim.
+LOCK TABLE {{t:queue}} IN ACCESS EXCLUSIVE MODE;
+
 CREATE TABLE IF NOT EXISTS {{t:groups}} (
   group_id       uuid        PRIMARY KEY,
   composition_id uuid,
@@ -82,15 +88,21 @@ BEGIN
 END
 $publish$;
 
--- A message whose options hold group_def (the first message of a group that is published)
--- creates its group: the row and one member row per member, in submission order. A group
--- whose id exists already is left alone.
+-- A message whose options hold group_def (the first message of a group that is published;
+-- an array of them when that message is the first of nested groups) creates its groups: the
+-- row and one member row per member, in submission order. A group whose id exists already is
+-- left alone.
 CREATE OR REPLACE FUNCTION {{t:group_created}}() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $created$
 DECLARE
-  def jsonb := NEW.options->'group_def';
-  n integer := jsonb_array_length(def->'members');
+  def jsonb;
+  n integer;
 BEGIN
+  FOR def IN SELECT d FROM jsonb_array_elements(
+                 CASE jsonb_typeof(NEW.options->'group_def') WHEN 'array'
+                      THEN NEW.options->'group_def'
+                      ELSE jsonb_build_array(NEW.options->'group_def') END) d LOOP
+  n := jsonb_array_length(def->'members');
   INSERT INTO {{t:groups}} (group_id, composition_id, total, remaining, on_success, on_failure,
                             pipe_target)
   VALUES ((def->>'id')::uuid, (NEW.options->>'composition_id')::uuid, n, n,
@@ -103,6 +115,7 @@ BEGIN
       FROM jsonb_array_elements_text(def->'members') WITH ORDINALITY AS m(id, position)
     ON CONFLICT DO NOTHING;
   END IF;
+  END LOOP;
   RETURN NULL;
 END
 $created$;
@@ -121,12 +134,13 @@ CREATE TRIGGER {{n:queue_group_created}} AFTER INSERT ON {{t:queue}}
 --                    published in this transaction;
 --   failed/cancelled the group is failed (failed + 1, the first failure kept), and its
 --                    on_failure steps are published the first time;
---   queued again     (troupe retry, a re-send of a failed or cancelled member) the failure no
---                    longer counts: once no member is failed, the group runs again.
+--   queued again     (troupe retry, a re-send of a failed member) the failure no longer
+--                    counts: once no member is failed, the group runs again.
 CREATE OR REPLACE FUNCTION {{t:group_member_changed}}() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $changed$
 DECLARE
-  gid uuid := (NEW.options->>'group_id')::uuid;
+  -- A re-send of a member's id may replace its options: its group is the one it was in.
+  gid uuid := coalesce(NEW.options->>'group_id', OLD.options->>'group_id')::uuid;
   was_failed boolean;
   was_published boolean;
   g {{t:groups}}%ROWTYPE;
@@ -199,5 +213,5 @@ CREATE TRIGGER {{n:queue_group_member}} AFTER UPDATE OF state ON {{t:queue}}
   FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state
                      AND (NEW.state IN ('done', 'failed', 'cancelled')
                           OR OLD.state IN ('failed', 'cancelled'))
-                     AND NEW.options ? 'group_id')
+                     AND (NEW.options ? 'group_id' OR OLD.options ? 'group_id'))
   EXECUTE FUNCTION {{t:group_member_changed}}();

@@ -13,13 +13,18 @@ SELECT g.group_id::text, g.state, g.total, g.total - g.remaining, g.failed,
 
 -- name: purge_groups
 -- Deletes up to $3 groups in state $1 (done or failed) that finished more than $2 milliseconds
--- ago, with their members, oldest first, and returns how many. Groups another transaction
--- holds are skipped.
+-- ago, with their members, oldest first, and returns how many. A failed group with a member
+-- still queued or running (which may yet succeed) is kept. Groups another transaction holds
+-- are skipped.
 WITH gone AS (
   DELETE FROM {{t:groups}}
    WHERE group_id = ANY (ARRAY(
            SELECT g.group_id FROM {{t:groups}} g
             WHERE g.state = $1 AND g.finished_at < now() - $2::bigint * interval '1 millisecond'
+              AND NOT EXISTS (SELECT 1 FROM {{t:group_members}} m
+                                JOIN {{t:queue}} q ON q.message_id = m.message_id
+                               WHERE m.group_id = g.group_id AND NOT m.succeeded
+                                 AND q.state IN ('queued', 'running'))
             ORDER BY g.finished_at
             LIMIT $3
               FOR UPDATE SKIP LOCKED))

@@ -121,11 +121,12 @@ CAF_TEST(a member that runs again does not count twice) {
   auto later = add(2, 2).with_delay(std::chrono::hours(1));
   group g({first, later});
   g.on_success(report());
-  g.run(producer);
+  auto published = g.run(producer);
   start_node();
   CAF_CHECK(testkit::wait_until([&] { return row_done(first); }, 20s));
-  // Sent again, the member runs again, as a redelivery would.
-  producer.enqueue(first);
+  // Sent again as published (a member of its group), the member runs again, as a redelivery
+  // would.
+  producer.enqueue(published.front());
   CAF_CHECK(testkit::wait_until(
     [&] {
       return count(
@@ -219,6 +220,19 @@ CAF_TEST(a pipeline as a group member counts once its last step is done) {
   CAF_CHECK_EQUAL(count(fmt::format("options->>'composition_id' = '{}'", p.id())), 4);
 }
 
+CAF_TEST(a member pipeline that starts with a group runs both groups) {
+  // The inner group's first message is the outer group's first message too.
+  auto inner_sum = then(sum).m;
+  pipeline member({troupe::group({add(1, 1), add(2, 2)}), inner_sum});
+  auto last = then(sum).m;
+  pipeline p({troupe::group({member, add(5, 5)}), last});
+  p.run(producer);
+  start_node();
+  CAF_CHECK_EQUAL(producer.get_result<int>(inner_sum, true, 20s), 6);
+  CAF_CHECK_EQUAL(producer.get_result<int>(last, true, 20s), 16); // 6 + 10
+  CAF_CHECK_EQUAL(groups("state = 'done'"), 2);
+}
+
 CAF_TEST(a group run in a rolled back transaction leaves nothing) {
   group gone({add(1, 2), add(3, 4)});
   group kept({add(5, 6)});
@@ -307,6 +321,13 @@ CAF_TEST(a group is refused on an area without migration 6) {
   try {
     g.status(c);
     CAF_FAIL("a group was read on an area at version 5");
+  } catch (const error& e) {
+    CAF_CHECK_EQUAL(std::string(e.what()), expected);
+  }
+  pipeline later({add(1, 1), troupe::group({then(twice)})});
+  try {
+    later.run(c);
+    CAF_FAIL("a pipeline with a group step was published on an area at version 5");
   } catch (const error& e) {
     CAF_CHECK_EQUAL(std::string(e.what()), expected);
   }
