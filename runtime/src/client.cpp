@@ -14,8 +14,6 @@
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"
 
-#include <fmt/format.h>
-
 #include <optional>
 
 namespace troupe {
@@ -136,10 +134,7 @@ group_status client_access::read_group(client& c, const std::string& canonical_i
       row = storage::read_group(conn, *c.impl_->stmts, canonical_id);
   });
   if (version < groups_version)
-    throw error(errc::invalid_argument,
-                fmt::format("the area is at schema version {}; groups need migration {} "
-                            "(troupe upgrade)",
-                            version, groups_version));
+    throw groups_missing(version);
   if (!row)
     throw error(errc::not_found, "no group " + canonical_id + " in this area");
   group_status s;

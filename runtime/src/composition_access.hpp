@@ -5,6 +5,7 @@
 #include "troupe/area.hpp"
 #include "troupe/client.hpp"
 #include "troupe/composition.hpp"
+#include "troupe/error.hpp"
 
 #include <string>
 
@@ -19,6 +20,9 @@ struct client_access {
   static group_status read_group(client& c, const std::string& canonical_id);
   static int area_version(client& c);
 };
+
+/// The refusal of groups on an area at `version` (below groups_version).
+error groups_missing(int version);
 
 /// Throws troupe::error(invalid_argument) when the area that `c` (or `conn`, inside the
 /// caller's transaction) publishes into has no groups yet (below migration 6).

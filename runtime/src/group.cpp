@@ -91,12 +91,16 @@ void collect_ids(const group& g, std::vector<std::string>& out) {
     out.push_back(m.id);
 }
 
+error groups_missing(int version) {
+  return error(errc::invalid_argument,
+               fmt::format("the area is at schema version {}; groups need migration {} "
+                           "(troupe upgrade)",
+                           version, groups_version));
+}
+
 void require_groups(client& c) {
   if (auto v = client_access::area_version(c); v < groups_version)
-    throw error(errc::invalid_argument,
-                fmt::format("the area is at schema version {}; groups need migration {} "
-                            "(troupe upgrade)",
-                            v, groups_version));
+    throw groups_missing(v);
 }
 
 void require_groups(pg_conn* native, const area& where) {
