@@ -106,16 +106,6 @@ std::optional<std::string> option_object(std::string_view options_json, std::str
   return std::nullopt;
 }
 
-std::string with_object_option(std::string_view options_json, std::string_view key,
-                               std::string_view object_json) {
-  rapidjson::Document value;
-  value.Parse(object_json.data(), object_json.size());
-  if (value.HasParseError() || !value.IsObject())
-    throw error(errc::invalid_argument, "option " + std::string(key) + " must be a JSON object");
-  return set_member(options_json, key,
-                    [&](rapidjson::Value& v, auto& alloc) { v.CopyFrom(value, alloc); });
-}
-
 std::optional<std::string> option_json(std::string_view options_json, std::string_view key) {
   rapidjson::Document doc;
   if (auto* v = lookup(doc, options_json, key))
@@ -123,14 +113,31 @@ std::optional<std::string> option_json(std::string_view options_json, std::strin
   return std::nullopt;
 }
 
-std::string with_json_option(std::string_view options_json, std::string_view key,
-                             std::string_view value_json) {
+namespace {
+
+// `options_json` with `key` set to `value_json`, which must parse (and be an object when
+// `object` is set).
+std::string set_json_member(std::string_view options_json, std::string_view key,
+                            std::string_view value_json, bool object) {
   rapidjson::Document value;
   value.Parse(value_json.data(), value_json.size());
-  if (value.HasParseError())
-    throw error(errc::invalid_argument, "option " + std::string(key) + " must be JSON");
+  if (value.HasParseError() || (object && !value.IsObject()))
+    throw error(errc::invalid_argument, "option " + std::string(key) +
+                                          (object ? " must be a JSON object" : " must be JSON"));
   return set_member(options_json, key,
                     [&](rapidjson::Value& v, auto& alloc) { v.CopyFrom(value, alloc); });
+}
+
+} // namespace
+
+std::string with_object_option(std::string_view options_json, std::string_view key,
+                               std::string_view object_json) {
+  return set_json_member(options_json, key, object_json, true);
+}
+
+std::string with_json_option(std::string_view options_json, std::string_view key,
+                             std::string_view value_json) {
+  return set_json_member(options_json, key, value_json, false);
 }
 
 std::string append_to_array(std::string_view array_json, std::string_view value_json) {
