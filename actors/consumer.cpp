@@ -159,7 +159,7 @@ consumer_actor::behavior_type consumer_impl(consumer_ptr self, consumer_settings
   auto factory = st.settings.executors
                    ? st.settings.executors(st.stopping_flag)
                    : thread_executors({st.settings.registry, st.settings.queue.name,
-                                       st.stopping_flag, st.cancels});
+                                       st.stopping_flag, st.cancels, st.settings.coordination});
   auto me = caf::actor_cast<consumer_actor>(self);
   st.slots.emplace(static_cast<std::size_t>(st.settings.queue.concurrency),
                    [factory, me](std::shared_ptr<std::atomic<std::uint64_t>> gate,

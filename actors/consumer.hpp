@@ -34,6 +34,9 @@ struct consumer_settings {
   /// nothing (running attempts finish); when the lock is back after the node was declared
   /// dead, its prefetched messages are dropped: they went back to their queues.
   bool lock_held = true;
+  /// Where its tasks' limit guards go (the node's limiter actor); none: a guard refuses to
+  /// work (tests without a node).
+  std::shared_ptr<coordination_port> coordination;
 };
 
 /// Spawns the consumer of one queue. It claims up to its free slots (concurrency + prefetch

@@ -193,8 +193,10 @@ namespace {
 storage::outcome execute_attempt(const task_registry& registry, const storage::claimed_message& msg,
                                  const std::string& queue, const std::atomic<bool>* shutting_down,
                                  const std::atomic<bool>* cancelled, progress_sink* progress,
+                                 coordination_port* coordination,
                                  std::chrono::steady_clock::time_point began) {
   auto ctx = context_of(msg, queue);
+  ctx.coordination = coordination;
   ctx.deadline = began + time_limit_of(registry, msg);
   ctx.shutting_down = shutting_down;
   ctx.cancel_flag = cancelled;
@@ -258,9 +260,11 @@ storage::outcome execute_attempt(const task_registry& registry, const storage::c
 
 storage::outcome execute(const task_registry& registry, const storage::claimed_message& msg,
                          const std::string& queue, const std::atomic<bool>* shutting_down,
-                         const std::atomic<bool>* cancelled, progress_sink* progress) {
+                         const std::atomic<bool>* cancelled, progress_sink* progress,
+                         coordination_port* coordination) {
   auto began = std::chrono::steady_clock::now();
-  auto out = execute_attempt(registry, msg, queue, shutting_down, cancelled, progress, began);
+  auto out =
+    execute_attempt(registry, msg, queue, shutting_down, cancelled, progress, coordination, began);
   out.ran_ms =
     std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began)
       .count();

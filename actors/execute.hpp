@@ -33,7 +33,8 @@ std::string failure_record(std::string_view type, std::string_view text, std::in
 storage::outcome execute(const task_registry& registry, const storage::claimed_message& msg,
                          const std::string& queue, const std::atomic<bool>* shutting_down = nullptr,
                          const std::atomic<bool>* cancelled = nullptr,
-                         progress_sink* progress = nullptr);
+                         progress_sink* progress = nullptr,
+                         coordination_port* coordination = nullptr);
 
 /// The default time limit of an attempt (Dramatiq's): 10 minutes.
 inline constexpr std::chrono::milliseconds default_time_limit{600'000};

@@ -89,8 +89,9 @@ void run_loop(const std::shared_ptr<shared_state>& s) {
     // execute() catches everything the task throws: no exception ever leaves it.
     auto handles =
       s->context.cancels ? s->context.cancels->enter(msg.id) : attempt_board::handles{};
-    auto out = execute(*s->context.registry, msg, s->context.queue, s->context.stopping.get(),
-                       handles.cancel.get(), handles.progress_of.get());
+    auto out =
+      execute(*s->context.registry, msg, s->context.queue, s->context.stopping.get(),
+              handles.cancel.get(), handles.progress_of.get(), s->context.coordination.get());
     if (s->context.cancels)
       s->context.cancels->leave(msg.id, handles);
     // The latest progress goes with the outcome, in the same row version, whether or not the

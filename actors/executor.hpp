@@ -51,6 +51,8 @@ struct executor_context {
   /// The consumer's cancel requests and its tasks' progress; each attempt's task_context reads
   /// its own cancel flag and reports its progress there.
   std::shared_ptr<attempt_board> cancels;
+  /// The node's limiter port, for its tasks' limit guards (task_context::coordination).
+  std::shared_ptr<coordination_port> coordination;
 };
 
 /// Where an executor reports an attempt's outcome. Called on the executor's thread, never

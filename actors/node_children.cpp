@@ -57,6 +57,17 @@ std::vector<node_child> node_children(const node_options& options) {
                                         n.options.completion_batch_size});
                      return caf::actor_cast<caf::actor>(n.batcher);
                    }});
+  // Serves the guards of the node's tasks and the application's actors (limiter_actor); a
+  // restarted one takes over the port the tasks use.
+  table.push_back({"the limiter actor", starts::once_registered, on_death::restart, stops::exit,
+                   [](caf::actor_system& sys, node_context& n, bool) {
+                     n.limiter = spawn_limiter_actor(
+                       sys, limiter_settings{n.options.dsn, n.statements, n.node_id});
+                     if (!n.guards)
+                       n.guards = std::make_shared<limiter_port>(sys);
+                     n.guards->set(n.limiter);
+                     return caf::actor_cast<caf::actor>(n.limiter);
+                   }});
   // A replacement consumer hands back what the dead one held before it claims anything.
   for (const auto& q : options.queues) {
     node_child c{
@@ -64,6 +75,7 @@ std::vector<node_child> node_children(const node_options& options) {
       [name = q.name](caf::actor_system& sys, node_context& n, bool replacing) {
         consumer_settings cs{queue_of(n, name),          n.node_id, n.tasks, n.storage,  n.batcher,
                              n.options.time_limit_grace, replacing, {},      n.lock_held};
+        cs.coordination = n.guards;
         return caf::actor_cast<caf::actor>(spawn_consumer(sys, std::move(cs)));
       }};
     c.queue = q.name;

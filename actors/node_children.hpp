@@ -2,6 +2,7 @@
 // does when one dies, and how it stops each. Internal to actors/node_supervisor.cpp.
 #pragma once
 
+#include "actors/limiter.hpp"
 #include "actors/protocol.hpp"
 #include "storage/statements.hpp"
 
@@ -27,6 +28,9 @@ struct node_context {
   batcher_actor batcher;
   /// Whether the listener holds the node's liveness lock (consumers start knowing it).
   bool lock_held = true;
+  /// The node's limiter actor (once registered), and the port its tasks' guards use.
+  limiter_actor limiter;
+  std::shared_ptr<limiter_port> guards;
 };
 
 /// One row of the table.

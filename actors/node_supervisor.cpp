@@ -339,6 +339,14 @@ node_supervisor_actor::behavior_type supervisor_impl(supervisor_ptr self, node_o
         if (queue.empty() || c->queue == queue)
           self->send(caf::actor_cast<consumer_actor>(c->handle), wake_atom_v);
     },
+    [=](limiter_atom) -> caf::result<limiter_actor> {
+      auto& s = self->state;
+      if (!s.node.limiter)
+        return make_caf_error(s.stopping ? errc::shutting_down : errc::not_found,
+                              "the node's limiter actor is not running (the node registers "
+                              "first: ask after ready)");
+      return s.node.limiter;
+    },
     [=](ready_atom) -> caf::typed_response_promise<node_report> {
       auto& s = self->state;
       auto rp = self->make_response_promise<node_report>();

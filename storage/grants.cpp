@@ -27,7 +27,8 @@ GRANT SELECT ON {{t:versions}} TO {role};
 // progress or ownership beyond clearing it). Its ON CONFLICT DO UPDATE reads the columns it
 // sets, so the producer may read them too (arguments included). Groups are written by the
 // queue table's triggers with the area owner's rights, whoever publishes or finishes a member;
-// the producer reads their rows.
+// the producer reads their rows. Limiters and barriers are taken, given back and passed by
+// functions with the area owner's rights (migration 7); every role reads their rows.
 constexpr std::string_view producer =
   R"(GRANT SELECT (message_id, queue_name, task_name, args, options, priority, eta,
               enqueued_at, state, result, result_expires_at, error),
@@ -37,7 +38,7 @@ constexpr std::string_view producer =
    ON {{t:queue}} TO {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {{t:deduplication}} TO {role};
 GRANT INSERT ON {{t:state_count_changes}} TO {role};
-GRANT SELECT ON {{t:groups}} TO {role};
+GRANT SELECT ON {{t:groups}}, {{t:coordination}}, {{t:coordination_holds}} TO {role};
 )";
 
 // Claiming, running and completing messages, publishing follow-ups, the node registry and its
@@ -47,7 +48,8 @@ constexpr std::string_view node = R"(GRANT SELECT, INSERT, UPDATE, DELETE
    ON {{t:queue}}, {{t:nodes}}, {{t:deduplication}}, {{t:attempts}}, {{t:state_counts}},
       {{t:state_count_changes}} TO {role};
 GRANT SELECT ON {{t:queue_control}}, {{t:area_settings}} TO {role};
-GRANT SELECT, DELETE ON {{t:groups}}, {{t:group_members}} TO {role};
+GRANT SELECT, DELETE ON {{t:groups}}, {{t:group_members}}, {{t:coordination}},
+      {{t:coordination_holds}} TO {role};
 )";
 
 // Everything the `troupe` verbs do to an area's rows: pause, cancel, retry, purge, flush,
@@ -58,7 +60,8 @@ constexpr std::string_view operator_ = R"(GRANT SELECT, INSERT, UPDATE, DELETE
       {{t:state_count_changes}} TO {role};
 GRANT SELECT, INSERT, UPDATE ON {{t:queue_control}} TO {role};
 GRANT SELECT, UPDATE ON {{t:area_settings}} TO {role};
-GRANT SELECT, DELETE ON {{t:groups}}, {{t:group_members}} TO {role};
+GRANT SELECT, DELETE ON {{t:groups}}, {{t:group_members}}, {{t:coordination}},
+      {{t:coordination_holds}} TO {role};
 )";
 
 // The identity sequences of the tables a role inserts into (node ids, attempt ids).
@@ -86,7 +89,7 @@ std::string for_role(const area& a, std::string_view part, const std::string& ro
 } // namespace
 
 std::string grants_script(const area& a, const area_roles& roles) {
-  std::string out = fmt::format("-- Troupe grants for schema {} (prefix \"{}\"), migration 6.\n",
+  std::string out = fmt::format("-- Troupe grants for schema {} (prefix \"{}\"), migration 7.\n",
                                 a.schema, a.prefix);
   out += "BEGIN;\n";
   if (!roles.producer.empty())

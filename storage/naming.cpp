@@ -52,6 +52,18 @@ std::string results_channel(const area& a) {
   return fmt::format("troupe.r{:016x}", fnv1a(area_key(a)));
 }
 
+std::string coordination_channel(const area& a) {
+  auto plain = fmt::format("{}.{}coordination", a.schema, a.prefix);
+  if (plain.size() <= 63)
+    return plain;
+  return fmt::format("troupe.c{:016x}", fnv1a(area_key(a)));
+}
+
+std::int32_t coordination_lock_class(const area& a) {
+  auto h = fnv1a(area_key(a) + "coordination");
+  return static_cast<std::int32_t>((h ^ (h >> 32)) & 0x7fffffff);
+}
+
 std::int32_t node_lock_class(const area& a) {
   auto h = fnv1a(area_key(a) + "nodes");
   return static_cast<std::int32_t>((h ^ (h >> 32)) & 0x7fffffff);

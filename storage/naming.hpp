@@ -20,6 +20,11 @@ std::string wake_channel(const area& a);
 /// The channel that wakes result waiters: "<schema>.<prefix>results", hashed like wake_channel
 /// when too long.
 std::string results_channel(const area& a);
+/// The channel on which a barrier's release is announced (payload: its name).
+std::string coordination_channel(const area& a);
+/// The advisory lock class of the area's coordination keys (two-key form, key: the hash of
+/// the limiter's scope and name).
+std::int32_t coordination_lock_class(const area& a);
 
 /// The first key of every node liveness lock of this area (a positive 31-bit hash).
 std::int32_t node_lock_class(const area& a);

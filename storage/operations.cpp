@@ -1,6 +1,7 @@
 #include "storage/operations.hpp"
 
 #include "storage/array_columns.hpp"
+#include "storage/coordination.hpp"
 #include "storage/naming.hpp"
 #include "storage/statements.hpp"
 #include "troupe/error.hpp"
@@ -294,6 +295,10 @@ std::int64_t purge_finished(connection& conn, const statement_set& stmts, const 
                    .run(stmts.get(sql::purge_groups),
                         {state, std::to_string(window), std::to_string(limit)})
                    .int64(0, 0);
+  // Expired slots and barriers (migration 7), and limiters unused for the retention of done
+  // messages (a week when done messages are kept for ever).
+  if (stmts.version() >= coordination_version)
+    total += purge_coordination(conn, stmts, r.done_ms > 0 ? r.done_ms : 7LL * 24 * 3600 * 1000);
   return total;
 }
 

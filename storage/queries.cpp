@@ -1,6 +1,7 @@
 #include "storage/queries.hpp"
 
 #include "storage/array_columns.hpp"
+#include "storage/coordination.hpp"
 #include "storage/migrations.hpp"
 #include "storage/naming.hpp"
 #include "storage/operations.hpp"
@@ -124,8 +125,14 @@ claim_result claim_batch_early(connection& conn, const statement_set& stmts,
     // From migration 5 on, the pause gate comes first: its lock is taken before the claim's
     // snapshot, so the claim sees every pause that committed before it (operations.hpp).
     auto gate = stmts.version() >= 5 ? claim_pause_gate_sql(stmts.where(), queue) : std::string{};
-    auto res = conn.run_between(stmts.get(sql::claim_lock), {queue, std::to_string(limit)},
-                                {"BEGIN", gate}, {});
+    // From migration 7 on, the claim takes the messages under limits first (claim_limited).
+    auto res = stmts.version() >= coordination_version
+                 ? conn.run_between(stmts.get(sql::claim_lock_limits),
+                                    {queue, std::to_string(limit), std::to_string(node_id),
+                                     std::to_string(std::max(starting, 0))},
+                                    {"BEGIN", gate}, {})
+                 : conn.run_between(stmts.get(sql::claim_lock), {queue, std::to_string(limit)},
+                                    {"BEGIN", gate}, {});
     claimed = res.rows();
     if (claimed > 0) {
       std::vector<std::string> addresses;

@@ -34,9 +34,11 @@ std::string render_sql(std::string_view text, const area& a) {
       out += quote_identifier(a.prefix + std::string(key.substr(2)));
     } else if (key == "lock_class") {
       out += std::to_string(node_lock_class(a));
-    } else if (key == "wake_channel") {
+    } else if (key == "coordination_lock_class") {
+      out += std::to_string(coordination_lock_class(a));
+    } else if (key == "wake_channel" || key == "coordination_channel") {
       out.push_back('\'');
-      for (char c : wake_channel(a)) {
+      for (char c : key == "wake_channel" ? wake_channel(a) : coordination_channel(a)) {
         if (c == '\'')
           out.push_back(c);
         out.push_back(c);

@@ -125,6 +125,23 @@ std::string client::get_result_json(const std::string& id, bool block,
 
 namespace detail {
 
+void client_access::with_connection(
+  client& c,
+  const std::function<void(storage::connection&, const storage::statement_set&, bool)>& f) {
+  c.impl_->conn->with(
+    [&](storage::connection& conn, bool first_try) { f(conn, *c.impl_->stmts, first_try); });
+}
+
+storage::connection client_access::open_own(client& c) {
+  auto conn = storage::connection::open(c.impl_->options.dsn, c.impl_->options.application_name);
+  storage::follow_area_version(conn, *c.impl_->stmts);
+  return conn;
+}
+
+storage::statement_set_ptr client_access::statements(client& c) {
+  return c.impl_->stmts;
+}
+
 group_status client_access::read_group(client& c, const std::string& canonical_id) {
   std::optional<storage::group_row> row;
   int version = 0;

@@ -2,6 +2,7 @@
 
 #include "json_options.hpp"
 
+#include "troupe/coordination.hpp"
 #include "troupe/error.hpp"
 #include "troupe/limits.hpp"
 
@@ -194,6 +195,8 @@ std::optional<std::string> check_message_options(std::string_view options_json) 
                 ? std::nullopt
                 : std::optional<std::string>(fmt::format(
                     "{}: expected a task name (a string of at most {} bytes)", key, max_task_name));
+    else if (key == "limits" || key == "concurrency_key" || key == "concurrency_limit")
+      fault = detail::check_coordination_options(options_json);
     if (fault)
       return fault;
   }

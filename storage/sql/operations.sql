@@ -316,7 +316,9 @@ WITH gone AS (
   DELETE FROM {{t:queue}}
    WHERE ctid = ANY (ARRAY(
            SELECT q.ctid FROM {{t:queue}} q
-            WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
+            WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1 -- before 7
+            WHERE (hashtext(q.queue_name) # (q.options ?| '{limits,concurrency_key}'::text[])::integer) IN (hashtext($1), hashtext($1) # 1) -- since 7
+              AND q.queue_name = $1 -- since 7
               AND q.state = 'queued'
             LIMIT $2
               FOR UPDATE SKIP LOCKED))

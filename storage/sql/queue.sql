@@ -91,7 +91,9 @@ UPDATE {{t:queue}}
        started_at = NULL
  WHERE ctid = ANY (ARRAY(
          SELECT ctid FROM {{t:queue}}
-          WHERE hashtext(queue_name) = hashtext($1) AND queue_name = $1
+          WHERE hashtext(queue_name) = hashtext($1) AND queue_name = $1 -- before 7
+          WHERE (hashtext(queue_name) # (options ?| '{limits,concurrency_key}'::text[])::integer) = hashtext($1) -- since 7
+            AND queue_name = $1 -- since 7
             AND state = 'queued' AND eta <= now()
             AND NOT EXISTS (SELECT FROM {{t:queue_control}} c -- since 5
                              WHERE c.queue_name = $1 AND c.paused) -- since 5
@@ -125,13 +127,40 @@ SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::t
        false, false -- before 5
        q.confirm_start, coalesce(q.error->>'type' = 'troupe::attempt_lost', false) -- since 5
   FROM {{t:queue}} q
- WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
+ WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1 -- before 7
+ WHERE (hashtext(q.queue_name) # (q.options ?| '{limits,concurrency_key}'::text[])::integer) = hashtext($1) AND q.queue_name = $1 -- since 7
    AND q.state = 'queued' AND q.eta <= now()
    AND NOT EXISTS (SELECT FROM {{t:queue_control}} c -- since 5
                     WHERE c.queue_name = $1 AND c.paused) -- since 5
  ORDER BY q.priority, q.eta, q.message_id
  LIMIT $2
    FOR UPDATE OF q SKIP LOCKED
+
+-- name: claim_lock_limits
+-- claim_lock from migration 7 on ($3: the node, $4: its idle executors): the messages under
+-- limits first, as many as their limits let start now and idle executors can start at once
+-- (claim_limited, which takes their slots in this transaction: a slot is never held by a
+-- message waiting in a node's prefetch), then the queue's other messages in claim order for
+-- the rest of the $2 asked for. Messages under limits do not wait behind the others: their
+-- limits already hold them back.
+WITH limited AS (
+  SELECT * FROM {{t:claim_limited}}($1::text, $3::integer, least($2::integer, $4::integer))),
+free AS (
+  SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::text,
+         least(q.attempts + 1, 1000000000), q.priority,
+         (date_part('epoch', q.enqueued_at) * 1000)::bigint,
+         (date_part('epoch', q.eta) * 1000)::bigint,
+         q.confirm_start, coalesce(q.error->>'type' = 'troupe::attempt_lost', false)
+    FROM {{t:queue}} q
+   WHERE (hashtext(q.queue_name) # (q.options ?| '{limits,concurrency_key}'::text[])::integer) = hashtext($1) AND q.queue_name = $1
+     AND q.state = 'queued' AND q.eta <= now()
+     AND NOT EXISTS (SELECT FROM {{t:queue_control}} c WHERE c.queue_name = $1 AND c.paused)
+   ORDER BY q.priority, q.eta, q.message_id
+   LIMIT greatest($2 - (SELECT count(*) FROM limited), 0)
+     FOR UPDATE OF q SKIP LOCKED)
+SELECT * FROM limited
+UNION ALL
+SELECT * FROM free
 
 -- name: claim_mark
 -- The second step: marks the rows claim_lock locked (by address, $1) running for node $2, in
@@ -150,20 +179,34 @@ UPDATE {{t:queue}}
 -- name: next_eta
 -- Milliseconds until the earliest delayed message of queue $1 becomes ready, or NULL. A skip
 -- scan over the fetch index: one probe per distinct priority, never a walk over the backlog.
+-- From migration 7 on, the messages under limits count too (the first 1,000 of them in claim
+-- order): a ready one that its limits hold back asks for another claim within a second, the
+-- poll behind the wake that a freed slot sends.
 WITH RECURSIVE p AS (
   (SELECT priority FROM {{t:queue}}
-    WHERE hashtext(queue_name) = hashtext($1) AND queue_name = $1 AND state = 'queued'
+    WHERE hashtext(queue_name) = hashtext($1) AND queue_name = $1 AND state = 'queued' -- before 7
+    WHERE (hashtext(queue_name) # (options ?| '{limits,concurrency_key}'::text[])::integer) = hashtext($1) -- since 7
+      AND queue_name = $1 AND state = 'queued' -- since 7
     ORDER BY priority LIMIT 1)
   UNION ALL
   SELECT (SELECT q.priority FROM {{t:queue}} q
-           WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
+           WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1 -- before 7
+           WHERE (hashtext(q.queue_name) # (q.options ?| '{limits,concurrency_key}'::text[])::integer) = hashtext($1) AND q.queue_name = $1 -- since 7
              AND q.state = 'queued' AND q.priority > p.priority
            ORDER BY q.priority LIMIT 1)
     FROM p WHERE p.priority IS NOT NULL)
-SELECT ceil(extract(epoch FROM min(e.eta) - now()) * 1000)::bigint
+SELECT ceil(extract(epoch FROM min(e.eta) - now()) * 1000)::bigint -- before 7
+SELECT least(ceil(extract(epoch FROM min(e.eta) - now()) * 1000)::bigint, -- since 7
+             (SELECT CASE WHEN bool_or(l.eta <= now()) THEN 1000 -- since 7
+                          ELSE ceil(extract(epoch FROM min(l.eta) - now()) * 1000)::bigint END -- since 7
+                FROM (SELECT q.eta FROM {{t:queue}} q -- since 7
+                       WHERE (hashtext(q.queue_name) # (q.options ?| '{limits,concurrency_key}'::text[])::integer) = (hashtext($1) # 1) -- since 7
+                         AND q.queue_name = $1 AND q.state = 'queued' -- since 7
+                       ORDER BY q.priority, q.eta, q.message_id LIMIT 1000) l)) -- since 7
   FROM p CROSS JOIN LATERAL (
          SELECT q.eta FROM {{t:queue}} q
-          WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1
+          WHERE hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1 -- before 7
+          WHERE (hashtext(q.queue_name) # (q.options ?| '{limits,concurrency_key}'::text[])::integer) = hashtext($1) AND q.queue_name = $1 -- since 7
             AND q.state = 'queued' AND q.priority = p.priority
             AND q.eta > now()
           ORDER BY q.eta LIMIT 1) e
@@ -376,7 +419,9 @@ WITH queued AS (
          min(q.eta) FILTER (WHERE q.eta <= now()) AS oldest
     FROM {{t:queue}} q
    WHERE q.state = 'queued'
-     AND ($1::text IS NULL OR (hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1))
+     AND ($1::text IS NULL OR (hashtext(q.queue_name) = hashtext($1) AND q.queue_name = $1)) -- before 7
+     AND ($1::text IS NULL OR ((hashtext(q.queue_name) # (q.options ?| '{limits,concurrency_key}'::text[])::integer) IN (hashtext($1), hashtext($1) # 1) -- since 7
+                               AND q.queue_name = $1)) -- since 7
    GROUP BY q.queue_name),
 running AS (
   SELECT q.queue_name, count(*) AS running

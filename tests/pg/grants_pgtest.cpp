@@ -8,6 +8,7 @@
 #include "storage/queries.hpp"
 #include "troupe/admin.hpp"
 #include "troupe/composition.hpp"
+#include "troupe/coordination.hpp"
 #include "troupe/error.hpp"
 
 #include <fmt/format.h>
@@ -124,6 +125,20 @@ CAF_TEST(each role does its job with the grants alone) {
   CAF_CHECK_EQUAL(producer_client.get_result<int>(callback, true, 20s), 20);
   CAF_CHECK_EQUAL(g.status(producer_client).state, "done");
   CAF_CHECK_EQUAL(g.get_results<int>(producer_client), (std::vector<int>{16, 18}));
+  // Coordination: the node claims messages under limits and gives their slots back; the
+  // producer takes and gives back a guard's slot, reads a limiter, and passes a barrier.
+  auto limited = producer_client.enqueue(
+    twice(11).with_limits({concurrency("grants", 1)}).with_concurrency_key("k"));
+  CAF_CHECK_EQUAL(producer_client.get_result<int>(limited, true, 20s), 22);
+  {
+    limit_guard slot(producer_client, concurrency("grants", 1));
+    CAF_CHECK_EQUAL(limit_in_use(producer_client, concurrency("grants", 1)), 1);
+  }
+  CAF_CHECK_EQUAL(limit_in_use(producer_client, concurrency("grants", 1)), 0);
+  barrier b(producer_client, "grants-barrier");
+  CAF_CHECK(b.create(1));
+  CAF_CHECK(b.wait(5s));
+  CAF_CHECK_GREATER_OR_EQUAL(ops.purge("1 day"), 0);
 }
 
 CAF_TEST(each role is refused what is not its job) {

@@ -68,9 +68,11 @@ CAF_TEST(migration 3 rebuilds the fetch index of an area at version 2 and keeps 
   client producer{client_options{a.dsn(), old}};
   auto first = producer.enqueue(job(1));
   auto second = producer.enqueue(job(2));
-  CAF_CHECK_EQUAL(storage::migrate(a.sql(), *stmts), (std::vector<int>{3, 4, 5, 6}));
-  CAF_CHECK(definition().find("(hashtext(queue_name), priority, eta, message_id)") !=
-            std::string::npos);
+  CAF_CHECK_EQUAL(storage::migrate(a.sql(), *stmts), (std::vector<int>{3, 4, 5, 6, 7}));
+  // Migration 7 keeps the hash first, with the lowest bit flipped for messages under limits.
+  CAF_CHECK(definition().find("(((hashtext(queue_name) # ((options ?| "
+                              "'{limits,concurrency_key}'::text[]))::integer)), priority, eta, "
+                              "message_id)") != std::string::npos);
   CAF_CHECK(definition().find("deduplicate_items=off") != std::string::npos);
   // Running every migration again (the printed script from 0) leaves the new index as it is.
   auto file = [&] {
@@ -111,7 +113,7 @@ CAF_TEST(migration 4 quarantines rows no claim could read and then refuses them 
     "('00000000-0000-4000-8000-000000000002', 'default', 'job', now(), '-infinity', 0), "
     "('00000000-0000-4000-8000-000000000003', 'default', 'job', now(), now(), 2147483647)",
     table));
-  CAF_CHECK_EQUAL(storage::migrate(a.sql(), *stmts), (std::vector<int>{4, 5, 6}));
+  CAF_CHECK_EQUAL(storage::migrate(a.sql(), *stmts), (std::vector<int>{4, 5, 6, 7}));
   auto failure = [&](int n) {
     auto r = a.sql().exec(fmt::format("SELECT state::text, error->>'type', error->>'text' FROM {} "
                                       "WHERE message_id = '00000000-0000-4000-8000-00000000000{}'",

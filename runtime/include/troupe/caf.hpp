@@ -9,6 +9,7 @@
 // Includes CAF: include it only where actors are spawned or addressed.
 #pragma once
 
+#include "troupe/coordination.hpp"
 #include "troupe/enqueue_options.hpp"
 #include "troupe/error.hpp"
 #include "troupe/message.hpp"
@@ -33,6 +34,11 @@ CAF_ADD_ATOM(troupe, troupe, status_atom, "status")
 CAF_ADD_ATOM(troupe, troupe, ready_atom, "ready")
 CAF_ADD_ATOM(troupe, troupe, enqueue_atom, "enqueue")
 CAF_ADD_ATOM(troupe, troupe, cancel_atom, "cancel")
+CAF_ADD_ATOM(troupe, troupe, acquire_atom, "acquire")
+CAF_ADD_ATOM(troupe, troupe, give_back_atom, "giveback")
+CAF_ADD_ATOM(troupe, troupe, barrier_atom, "barrier")
+CAF_ADD_ATOM(troupe, troupe, arrive_atom, "arrive")
+CAF_ADD_ATOM(troupe, troupe, limiter_atom, "limiter")
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 struct pg_conn; // libpq's PGconn
@@ -66,6 +72,18 @@ typename Inspector::result_type inspect(Inspector& f, enqueue_options& x) {
   return f(caf::meta::type_name("enqueue_options"), delay_ms, x.deduplication_key, ttl_ms, load);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, limit& x) {
+  auto kind = static_cast<std::uint8_t>(x.kind);
+  std::int64_t span_ms = x.span.count();
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    x.kind = static_cast<limit_kind>(kind);
+    x.span = std::chrono::milliseconds{span_ms};
+    return caf::none;
+  });
+  return f(caf::meta::type_name("limit"), kind, x.key, x.capacity, span_ms, load);
+}
+
 /// A node's account of itself: the reply to status, ready and stop requests.
 struct node_report {
   /// 0 until the node has registered.
@@ -87,6 +105,27 @@ typename Inspector::result_type inspect(Inspector& f, node_report& x) {
            x.abandoned);
 }
 
+/// The limiter actor of an area (docs/coordination.md): one per worker node, serving its
+/// tasks' guards, and any actor's requests, without blocking the requester. A detached actor
+/// with its own connection, LISTENing on the area's coordination channel.
+///   (acquire_atom, limit, holder, ttl ms) -> bool    takes a slot for `holder` (any string
+///                                                    unique to the acquisition) or refuses
+///   (give_back_atom, limit, holder) -> bool          gives a concurrent slot back (whether
+///                                                    it was held)
+///   (barrier_atom, key, parties, ttl ms) -> bool     creates a barrier (true) or finds it
+///                                                    with that party count (false)
+///   (arrive_atom, key, timeout ms) -> bool           arrives, and replies once the barrier is
+///                                                    released (true) or the timeout passes
+///                                                    (false); 0 ms replies at once
+/// Errors reply as troupe errors: invalid_argument naming the key (a bad limit, a limiter of
+/// another kind, a barrier of another party count), not_found (no such barrier),
+/// connection_lost.
+using limiter_actor = caf::typed_actor<
+  caf::replies_to<acquire_atom, limit, std::string, std::int64_t>::with<bool>,
+  caf::replies_to<give_back_atom, limit, std::string>::with<bool>,
+  caf::replies_to<barrier_atom, std::string, std::int32_t, std::int64_t>::with<bool>,
+  caf::replies_to<arrive_atom, std::string, std::int64_t>::with<bool>>;
+
 /// A worker node, as its application addresses it.
 using node_actor = caf::typed_actor<
   // graceful stop: stop claiming, finish or abandon running tasks within the grace period,
@@ -97,7 +136,9 @@ using node_actor = caf::typed_actor<
   caf::replies_to<status_atom>::with<node_report>,
   // replies once the node has registered and its consumers are claiming (at once when they
   // already are); an error when the node stops or fails first
-  caf::replies_to<ready_atom>::with<node_report>>;
+  caf::replies_to<ready_atom>::with<node_report>,
+  // the node's limiter actor (for guards and barriers from the application's actors)
+  caf::replies_to<limiter_atom>::with<limiter_actor>>;
 
 /// Publishes for producers inside a CAF application without blocking them: up to 1,000
 /// messages atomically, with per-message options (empty, or one entry per message: delay,
@@ -162,6 +203,11 @@ storage_pool_actor spawn_storage_pool(caf::actor_system& sys, const std::string&
 /// Stop it with send_exit.
 async_publisher_actor spawn_async_publisher(caf::actor_system& sys, const area& where,
                                             std::vector<middleware_ptr> middleware = {});
+
+/// Spawns a limiter actor for the area (see limiter_actor), for an application without a
+/// worker node; a node's own is the reply to its (limiter_atom) request. Throws troupe::error
+/// (invalid_argument) for a malformed DSN. Stop it with send_exit.
+limiter_actor spawn_limiter(caf::actor_system& sys, const std::string& dsn, const area& where);
 
 /// Spawns a result waiter for the area (see result_waiter_actor). Throws troupe::error
 /// (invalid_argument) for a malformed DSN. Stop it with send_exit.

@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace troupe {
+
+struct limit; // troupe/coordination.hpp
 
 /// A message as a producer builds it and as Troupe stores it. The id is a UUID (time-ordered,
 /// version 7) fixed at construction, like the timestamp; both stay the same across retries.
@@ -73,6 +76,20 @@ struct message {
   message with_result_ttl(std::chrono::milliseconds ttl) const;
   /// Whether the task is told that its node is stopping (`notify_shutdown`).
   message with_notify_shutdown(bool notify = true) const;
+
+  // Coordination (migration 7, docs/coordination.md): limits the node enforces when it claims,
+  // so that a message a limit holds back stays queued instead of taking an executor.
+
+  /// The limiters this message runs under (`limits`, replacing any; troupe::concurrency,
+  /// bucket, window from <troupe/coordination.hpp>). Each is checked (validate_limit).
+  message with_limits(const std::vector<limit>& ls) const;
+  /// Its concurrency key (`concurrency_key`): at most concurrency_limit (1 unless set) messages
+  /// of this task with the same key run at once, across nodes, in claim order. Throws
+  /// troupe::error(invalid_argument) for an empty key or one longer than 200 bytes.
+  message with_concurrency_key(std::string key) const;
+  /// How many messages of this task with one concurrency key may run at once
+  /// (`concurrency_limit`, 1 to 1,000,000,000).
+  message with_concurrency_limit(std::int32_t per_key) const;
 };
 
 /// A new message for `task` on `queue` with already-encoded arguments: a fresh id and timestamp.

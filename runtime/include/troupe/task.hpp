@@ -6,6 +6,8 @@
 //   registry.define(add, [](int a, int b) { return a + b; });          // worker
 #pragma once
 
+#include "troupe/coordination.hpp"
+#include "troupe/error.hpp"
 #include "troupe/json.hpp"
 #include "troupe/message.hpp"
 #include "troupe/middleware.hpp"
@@ -112,6 +114,8 @@ struct task_context {
 
   /// Where set_progress() goes: set by the node.
   progress_sink* progress = nullptr;
+  /// How limit_guard reaches the node's limiter actor: set by the node.
+  coordination_port* coordination = nullptr;
 
   /// Reports how far the task is: a fraction from 0 to 1, or any JSON value (an object such as
   /// {"done": 40, "of": 120}) of at most limits::max_progress_bytes. The state record shows the
@@ -259,18 +263,38 @@ public:
 
   task_ref(std::string name, std::string queue = "default")
       : name_(std::move(name)), queue_(std::move(queue)) {}
+  /// A task whose every message runs under `limits` (enforced when a node claims it; see
+  /// message::with_limits), and at most `per_key` at once per concurrency key (0: the
+  /// message's own concurrency_limit, else 1). Throws troupe::error(invalid_argument) for a
+  /// limit that breaks its rules or a negative per_key.
+  task_ref(std::string name, std::string queue, std::vector<limit> limits, std::int32_t per_key = 0)
+      : name_(std::move(name)), queue_(std::move(queue)), limits_(std::move(limits)),
+        per_key_(per_key) {
+    for (const auto& l : limits_)
+      validate_limit(l);
+    if (per_key_ < 0 || per_key_ > max_limit_capacity)
+      throw error(errc::invalid_argument, "task " + name_ + ": per_key must be 0 to 1000000000");
+  }
 
   const std::string& name() const noexcept { return name_; }
   const std::string& queue() const noexcept { return queue_; }
+  const std::vector<limit>& limits() const noexcept { return limits_; }
 
-  /// A message calling this task with `args`, on the task's queue.
+  /// A message calling this task with `args`, on the task's queue, under the task's limits.
   message operator()(const std::decay_t<Args>&... args) const {
-    return make_message(queue_, name_, encode_args(args...));
+    auto m = make_message(queue_, name_, encode_args(args...));
+    if (!limits_.empty())
+      m.options_json = detail::with_limits_option(m.options_json, limits_);
+    if (per_key_ > 0)
+      m = m.with_concurrency_limit(per_key_);
+    return m;
   }
 
 private:
   std::string name_;
   std::string queue_;
+  std::vector<limit> limits_;
+  std::int32_t per_key_ = 0;
 };
 
 /// A registered task, type-erased: runs the implementation on JSON arguments and returns the

@@ -1,0 +1,41 @@
+// The limiter actor of a worker node (limiter_actor in <troupe/caf.hpp>), and the port through
+// which the node's tasks reach it (task_context::coordination, used by limit_guard).
+#pragma once
+
+#include "actors/protocol.hpp"
+#include "storage/statements.hpp"
+#include "troupe/coordination.hpp"
+
+#include <mutex>
+
+namespace troupe::actors {
+
+struct limiter_settings {
+  std::string dsn;
+  storage::statement_set_ptr statements;
+  /// The node whose slots these are (0 outside a node: slots live until their TTL or their
+  /// release).
+  std::int32_t node_id = 0;
+};
+
+limiter_actor spawn_limiter_actor(caf::actor_system& sys, limiter_settings settings);
+
+/// Forwards a task's guard to the node's current limiter actor (a restarted one replaces it),
+/// blocking the task's thread until the reply, for at most a minute. It holds the actor
+/// weakly: a task's thread that outlives its node (abandoned past its time limit) keeps
+/// neither the actor nor its actor system alive, and its guards then fail (shutting_down).
+class limiter_port final : public coordination_port {
+public:
+  explicit limiter_port(caf::actor_system& sys) : sys_(sys) {}
+  void set(limiter_actor a);
+  bool acquire(const limit& l, const std::string& holder, std::chrono::milliseconds ttl) override;
+  void release(const limit& l, const std::string& holder) override;
+
+private:
+  limiter_actor current();
+  caf::actor_system& sys_;
+  std::mutex mutex_;
+  caf::weak_actor_ptr actor_;
+};
+
+} // namespace troupe::actors
