@@ -107,7 +107,7 @@ void check(limiter_ptr self) {
         i = to;
       }
     }
-  } catch (const error& e) {
+  } catch (const std::exception& e) {
     st.conn.reset(); // reconnected at the next check; the waiters wait until their deadline
     log().warn("limiter: {}", e.what());
   }
@@ -176,6 +176,8 @@ limiter_impl_actor::behavior_type limiter_impl(limiter_ptr self, limiter_setting
         if (e.code() == errc::connection_lost)
           self->state.conn.reset();
         return make_caf_error(e.code(), e.what());
+      } catch (const std::exception& e) {
+        return make_caf_error(errc::bug, e.what());
       }
       if (released || timeout_ms <= 0)
         return released;
@@ -193,7 +195,7 @@ limiter_impl_actor::behavior_type limiter_impl(limiter_ptr self, limiter_setting
         // Detached: a short wait on the socket blocks nobody else.
         try {
           woken = !st.conn->wait_for_notifications(milliseconds(30)).empty();
-        } catch (const error& e) {
+        } catch (const std::exception& e) {
           st.conn.reset();
           log().warn("limiter: {}", e.what());
         }
@@ -236,12 +238,15 @@ limiter_actor limiter_port::current() {
   return caf::actor_cast<limiter_actor>(strong);
 }
 
+// The actor is looked up first: only a live actor vouches for its actor system, which the
+// request's scoped actor needs.
 bool limiter_port::acquire(const limit& l, const std::string& holder,
                            std::chrono::milliseconds ttl) {
-  caf::scoped_actor self{sys_};
+  auto target = current();
+  caf::scoped_actor self{target->home_system()};
   bool got = false;
   std::optional<error> failed;
-  self->request(current(), minutes(1), acquire_atom_v, l, holder, ttl.count())
+  self->request(target, minutes(1), acquire_atom_v, l, holder, ttl.count())
     .receive([&](bool ok) { got = ok; }, [&](caf::error& err) { failed = from_caf(err); });
   if (failed)
     throw *failed;
@@ -249,9 +254,10 @@ bool limiter_port::acquire(const limit& l, const std::string& holder,
 }
 
 void limiter_port::release(const limit& l, const std::string& holder) {
-  caf::scoped_actor self{sys_};
+  auto target = current();
+  caf::scoped_actor self{target->home_system()};
   std::optional<error> failed;
-  self->request(current(), minutes(1), give_back_atom_v, l, holder)
+  self->request(target, minutes(1), give_back_atom_v, l, holder)
     .receive([&](bool) {}, [&](caf::error& err) { failed = from_caf(err); });
   if (failed)
     throw *failed;

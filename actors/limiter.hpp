@@ -26,14 +26,13 @@ limiter_actor spawn_limiter_actor(caf::actor_system& sys, limiter_settings setti
 /// neither the actor nor its actor system alive, and its guards then fail (shutting_down).
 class limiter_port final : public coordination_port {
 public:
-  explicit limiter_port(caf::actor_system& sys) : sys_(sys) {}
+  limiter_port() = default;
   void set(limiter_actor a);
   bool acquire(const limit& l, const std::string& holder, std::chrono::milliseconds ttl) override;
   void release(const limit& l, const std::string& holder) override;
 
 private:
   limiter_actor current();
-  caf::actor_system& sys_;
   std::mutex mutex_;
   caf::weak_actor_ptr actor_;
 };

@@ -1,6 +1,7 @@
 // The shared parts of every scenario: fresh areas, the no-op task, a node run in process.
 #include "scenarios.hpp"
 
+#include "storage/embedded_sql.hpp"
 #include "storage/migrations.hpp"
 #include "storage/operations.hpp"
 #include "storage/statements.hpp"
@@ -68,6 +69,29 @@ area bench_context::fresh_area(const std::string& scenario) {
   return where;
 }
 
+area bench_context::area_at_version(const std::string& scenario, int version) {
+  std::string schema = "troupe_bench_" + scenario;
+  for (auto& c : schema)
+    if (c == '-')
+      c = '_';
+  area where{schema, ""};
+  validate_area(where);
+  auto conn = connect("troupe-bench");
+  conn.exec("SET client_min_messages = warning");
+  conn.exec("DROP SCHEMA IF EXISTS " + storage::quote_identifier(schema) + " CASCADE");
+  auto stmts = storage::make_statement_set(where);
+  conn.exec("CREATE SCHEMA " + storage::quote_identifier(schema));
+  conn.run(stmts->get(storage::sql::create_versions_table), {});
+  for (const auto& m : storage::embedded::migrations()) {
+    if (m.number > version)
+      continue;
+    conn.exec(storage::render_sql(m.text, where));
+    conn.run(stmts->get(storage::sql::record_version),
+             {std::to_string(m.number), std::string(m.name)});
+  }
+  return where;
+}
+
 node_options bench_context::node_settings(const area& where) const {
   node_options node;
   node.dsn = opts_.dsn;
@@ -95,6 +119,12 @@ task_registry bench_context::noop_tasks(task_probe& probe) {
   });
   tasks.define(
     big, [&probe](const std::string&) { probe.executed.fetch_add(1, std::memory_order_relaxed); });
+  tasks.define(inc, [&probe](std::int64_t x) {
+    std::int64_t zero = 0;
+    probe.first_start_ns.compare_exchange_strong(zero, steady_ns());
+    probe.executed.fetch_add(1, std::memory_order_relaxed);
+    return x + 1;
+  });
   return tasks;
 }
 

@@ -52,6 +52,9 @@ const std::vector<std::pair<std::string, scenario_fn>>& scenarios() {
     {"memory-large", run_memory_large},
     {"claim-vs-history", run_claim_vs_history},
     {"states-vs-history", run_states_vs_history},
+    {"limits", run_limits},
+    {"pipeline", run_pipeline},
+    {"group", run_group},
   };
   return all;
 }

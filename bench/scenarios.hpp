@@ -23,6 +23,8 @@ namespace troupe::bench {
 
 /// The task every scenario runs: does nothing with its argument (a sequence number).
 inline const task_ref<void(std::int64_t)> noop{"bench.noop", "bench"};
+/// The task of the composition scenarios: returns its argument plus one.
+inline const task_ref<std::int64_t(std::int64_t)> inc{"bench.inc", "bench"};
 /// The task of the large-message scenario: does nothing with its argument (a long string).
 inline const task_ref<void(std::string)> big{"bench.big", "bench"};
 
@@ -85,6 +87,9 @@ public:
   /// node stops when it returns. Returns the messages the node executed.
   std::int64_t with_node(const area& where, task_probe& probe, const std::function<void()>& body);
 
+  /// A fresh area for `scenario` at schema version `version` (migrations up to it only).
+  area area_at_version(const std::string& scenario, int version);
+
   /// Waits until `where` holds no queued or running message (polled every `step_ms`).
   void wait_all_done(storage::connection& conn, const area& where, int step_ms = 5);
 
@@ -110,6 +115,9 @@ scenario_result run_memory(bench_context& ctx);
 scenario_result run_memory_large(bench_context& ctx);
 scenario_result run_claim_vs_history(bench_context& ctx);
 scenario_result run_states_vs_history(bench_context& ctx);
+scenario_result run_limits(bench_context& ctx);
+scenario_result run_pipeline(bench_context& ctx);
+scenario_result run_group(bench_context& ctx);
 
 /// The `node` subcommand: a worker node with the no-op task until SIGTERM (for `memory`).
 int run_node_command(const bench_options& options, const std::string& schema);

@@ -208,17 +208,33 @@ std::string connection::literal(std::string_view text) const {
 result connection::run_between(const statement& st, const params& values,
                                std::initializer_list<std::string_view> before,
                                std::string_view after) {
-  prepare(st);
+  return std::move(run_pipelined({{&st, &values}}, before, after).front());
+}
+
+std::pair<result, result>
+connection::run_two_between(const statement& first, const params& first_values,
+                            const statement& second, const params& second_values,
+                            std::initializer_list<std::string_view> before,
+                            std::string_view after) {
+  auto out = run_pipelined({{&first, &first_values}, {&second, &second_values}}, before, after);
+  return {std::move(out[0]), std::move(out[1])};
+}
+
+std::vector<result> connection::run_pipelined(
+  std::initializer_list<std::pair<const statement*, const params*>> statements,
+  std::initializer_list<std::string_view> before, std::string_view after) {
+  for (auto [st, values] : statements)
+    prepare(*st);
+  const auto& label = statements.begin()->first->name;
   auto* c = raw(conn_.get());
   if (PQenterPipelineMode(c) != 1)
-    throw_error(conn_.get(), nullptr, st.name);
+    throw_error(conn_.get(), nullptr, label);
   std::string last(after);
-  param_arrays pa(values);
   auto send_plain = [&](const std::string& sql) {
     return sql.empty() ||
            PQsendQueryParams(c, sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
   };
-  int own = 0; // the index of `st` among the queries sent
+  int own = 0; // the index of the first statement among the queries sent
   bool sent = true;
   for (auto b : before) {
     if (b.empty())
@@ -226,35 +242,46 @@ result connection::run_between(const statement& st, const params& values,
     sent = sent && send_plain(std::string(b));
     ++own;
   }
-  sent = sent &&
-         PQsendQueryPrepared(c, st.name.c_str(), static_cast<int>(values.size()), pa.values.data(),
-                             nullptr, nullptr, 0) == 1 &&
-         send_plain(last) && PQpipelineSync(c) == 1;
+  for (auto [st, values] : statements) {
+    param_arrays pa(*values);
+    sent = sent && PQsendQueryPrepared(c, st->name.c_str(), static_cast<int>(values->size()),
+                                       pa.values.data(), nullptr, nullptr, 0) == 1;
+  }
+  sent = sent && send_plain(last) && PQpipelineSync(c) == 1;
   if (!sent)
-    throw_error(conn_.get(), nullptr, st.name); // a connection that cannot send is broken
+    throw_error(conn_.get(), nullptr, label); // a connection that cannot send is broken
   // Each query's results end with a null; the server skips what follows a failed query up to
   // the sync point, and reports those as aborted.
-  int queries = own + 1 + (last.empty() ? 0 : 1);
-  result out;
+  int count = static_cast<int>(statements.size());
+  int queries = own + count + (last.empty() ? 0 : 1);
+  std::vector<result> out(static_cast<std::size_t>(count));
   PGresult* failed = nullptr;
+  int failed_at = 0;
   for (int q = 0; q < queries && PQstatus(c) == CONNECTION_OK; ++q) {
     while (PGresult* r = PQgetResult(c)) {
       auto status = PQresultStatus(r);
-      if (status == PGRES_FATAL_ERROR && !failed)
+      if (status == PGRES_FATAL_ERROR && !failed) {
         failed = r;
-      else if (q == own && (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK))
-        out = result(wrap(r));
-      else
+        failed_at = q;
+      } else if (q >= own && q < own + count &&
+                 (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)) {
+        out[static_cast<std::size_t>(q - own)] = result(wrap(r));
+      } else {
         PQclear(r);
+      }
     }
   }
   if (PGresult* sync = PQgetResult(c))
     PQclear(sync);
   PQexitPipelineMode(c);
-  if (failed)
-    check(conn_.get(), failed, st.name);
+  if (failed) {
+    auto at = failed_at - own;
+    const auto& name =
+      at >= 0 && at < count ? (statements.begin() + at)->first->name : std::string(label);
+    check(conn_.get(), failed, name);
+  }
   if (PQstatus(c) != CONNECTION_OK)
-    throw_error(conn_.get(), nullptr, st.name);
+    throw_error(conn_.get(), nullptr, label);
   return out;
 }
 

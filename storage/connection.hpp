@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 struct pg_conn;
@@ -103,6 +104,11 @@ public:
   /// result of `st`; throws troupe::error when any of them failed.
   result run_between(const statement& st, const params& values,
                      std::initializer_list<std::string_view> before, std::string_view after);
+  /// run_between for two named statements sent one after the other: both results.
+  std::pair<result, result> run_two_between(const statement& first, const params& first_values,
+                                            const statement& second, const params& second_values,
+                                            std::initializer_list<std::string_view> before,
+                                            std::string_view after);
   /// Runs a `COPY ... FROM STDIN` statement once per part of `parts` (each a whole input in the
   /// format the statement names), after the plain SQL `before` and followed by the plain SQL
   /// `after` when given, all sent as one query ("before COPY; COPY; ...after"): "BEGIN; " before
@@ -140,6 +146,9 @@ public:
 private:
   struct notices; // where the server's notices go; owned here, its address stable
   explicit connection(pg_conn* conn);
+  std::vector<result>
+  run_pipelined(std::initializer_list<std::pair<const statement*, const params*>> statements,
+                std::initializer_list<std::string_view> before, std::string_view after);
   void prepare(const statement& st);
   struct deleter {
     void operator()(pg_conn* c) const noexcept;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <unordered_set>
 
 namespace troupe::storage {
@@ -125,23 +126,50 @@ claim_result claim_batch_early(connection& conn, const statement_set& stmts,
     // From migration 5 on, the pause gate comes first: its lock is taken before the claim's
     // snapshot, so the claim sees every pause that committed before it (operations.hpp).
     auto gate = stmts.version() >= 5 ? claim_pause_gate_sql(stmts.where(), queue) : std::string{};
-    // From migration 7 on, the claim takes the messages under limits first (claim_limited).
-    auto res = stmts.version() >= coordination_version
-                 ? conn.run_between(stmts.get(sql::claim_lock_limits),
-                                    {queue, std::to_string(limit), std::to_string(node_id),
-                                     std::to_string(std::max(starting, 0))},
-                                    {"BEGIN", gate}, {})
-                 : conn.run_between(stmts.get(sql::claim_lock), {queue, std::to_string(limit)},
-                                    {"BEGIN", gate}, {});
-    claimed = res.rows();
+    // From migration 7 on, the messages under limits come first (claim_limited_lock), in the
+    // same transaction and round trip; claim_lock takes the others for the rest.
+    std::vector<result> parts;
+    if (stmts.version() >= coordination_version) {
+      auto [limited, free] = conn.run_two_between(
+        stmts.get(sql::claim_limited_lock),
+        {queue, std::to_string(node_id), std::to_string(std::clamp(starting, 0, limit))},
+        stmts.get(sql::claim_lock), {queue, std::to_string(limit)}, {"BEGIN", gate}, {});
+      parts.push_back(std::move(limited));
+      parts.push_back(std::move(free));
+    } else {
+      parts.push_back(conn.run_between(stmts.get(sql::claim_lock), {queue, std::to_string(limit)},
+                                       {"BEGIN", gate}, {}));
+    }
+    for (const auto& part : parts)
+      claimed += part.rows();
     if (claimed > 0) {
       std::vector<std::string> addresses;
       addresses.reserve(static_cast<std::size_t>(claimed));
       std::vector<claimed_message> messages;
       messages.reserve(static_cast<std::size_t>(claimed));
-      for (int r = 0; r < claimed; ++r) {
-        addresses.emplace_back(res.text(r, 0));
-        messages.push_back(read_claimed(res, r, 1));
+      for (const auto& part : parts)
+        for (int r = 0; r < part.rows(); ++r) {
+          addresses.emplace_back(part.text(r, 0));
+          messages.push_back(read_claimed(part, r, 1));
+        }
+      if (parts.size() > 1 && parts[0].rows() > 0 && parts[1].rows() > 0) {
+        // The consumer starts what it holds by priority, then eta, then id: so must the starts
+        // written below (the first `starting`), whichever statement locked each row.
+        std::vector<std::size_t> order(messages.size());
+        for (std::size_t i = 0; i < order.size(); ++i)
+          order[i] = i;
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+          return std::tie(messages[a].priority, messages[a].eta_ms, messages[a].id) <
+                 std::tie(messages[b].priority, messages[b].eta_ms, messages[b].id);
+        });
+        std::vector<std::string> sorted_addresses;
+        std::vector<claimed_message> sorted_messages;
+        for (auto i : order) {
+          sorted_addresses.push_back(std::move(addresses[i]));
+          sorted_messages.push_back(std::move(messages[i]));
+        }
+        addresses = std::move(sorted_addresses);
+        messages = std::move(sorted_messages);
       }
       locked(std::move(messages));
       // The first ones go to idle executors at once: their start is written with the claim.

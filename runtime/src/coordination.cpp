@@ -200,12 +200,12 @@ bool barrier::create(std::int32_t parties) {
                 fmt::format("barrier \"{}\": {} parties is out of range (1 to {})", key_, parties,
                             max_limit_capacity));
   bool created = false;
-  with_coordination(
-    *client_, [&](storage::connection& conn, const storage::statement_set& stmts, bool first_try) {
-      // A creation that committed before the connection was lost reads as "exists" on its
-      // second run: it was this call's.
-      created = storage::barrier_create(conn, stmts, key_, parties, ttl_.count()) || !first_try;
-    });
+  with_coordination(*client_,
+                    [&](storage::connection& conn, const storage::statement_set& stmts, bool) {
+                      // A creation that committed before the connection was lost reads as "exists"
+                      // (false) on its second run: which call created it cannot be told then.
+                      created = storage::barrier_create(conn, stmts, key_, parties, ttl_.count());
+                    });
   return created;
 }
 

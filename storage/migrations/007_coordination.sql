@@ -73,20 +73,21 @@ DECLARE
   l jsonb;
 BEGIN
   IF options ? 'limits' THEN
-    IF jsonb_typeof(options->'limits') <> 'array' THEN
+    IF jsonb_typeof(options->'limits') IS DISTINCT FROM 'array' THEN
       RETURN 'limits: not an array';
     END IF;
     FOR l IN SELECT jsonb_array_elements(options->'limits') LOOP
-      IF jsonb_typeof(l) <> 'object' OR jsonb_typeof(l->'key') <> 'string' OR l->>'key' = '' THEN
+      IF jsonb_typeof(l) IS DISTINCT FROM 'object' OR jsonb_typeof(l->'key') IS DISTINCT FROM 'string'
+         OR l->>'key' = '' THEN
         RETURN 'limits: an entry without a key';
       ELSIF NOT coalesce(l->>'kind' IN ('concurrent', 'bucket', 'window'), false) THEN
         RETURN format('limiter "%s": unknown kind %s (concurrent, bucket or window)',
                       l->>'key', coalesce(l->'kind', 'null'));
-      ELSIF jsonb_typeof(l->'limit') <> 'number' OR (l->>'limit')::numeric < 1
+      ELSIF jsonb_typeof(l->'limit') IS DISTINCT FROM 'number' OR (l->>'limit')::numeric < 1
             OR (l->>'limit')::numeric > 1000000000 OR (l->>'limit')::numeric % 1 <> 0 THEN
         RETURN format('limiter "%s": limit %s is not a whole number from 1', l->>'key',
                       coalesce(l->'limit', 'null'));
-      ELSIF l->>'kind' <> 'concurrent' AND (jsonb_typeof(l->'window_ms') <> 'number'
+      ELSIF l->>'kind' <> 'concurrent' AND (jsonb_typeof(l->'window_ms') IS DISTINCT FROM 'number'
             OR (l->>'window_ms')::numeric < 1 OR (l->>'window_ms')::numeric > 31536000000
             OR (l->>'window_ms')::numeric % 1 <> 0) THEN
         RETURN format('limiter "%s": window_ms %s is not a whole number of milliseconds from 1',
@@ -95,9 +96,9 @@ BEGIN
     END LOOP;
   END IF;
   IF options ? 'concurrency_key' THEN
-    IF jsonb_typeof(options->'concurrency_key') <> 'string' THEN
+    IF jsonb_typeof(options->'concurrency_key') IS DISTINCT FROM 'string' THEN
       RETURN 'concurrency_key: not a string';
-    ELSIF options ? 'concurrency_limit' AND (jsonb_typeof(options->'concurrency_limit') <> 'number'
+    ELSIF options ? 'concurrency_limit' AND (jsonb_typeof(options->'concurrency_limit') IS DISTINCT FROM 'number'
           OR (options->>'concurrency_limit')::numeric < 1
           OR (options->>'concurrency_limit')::numeric > 1000000000
           OR (options->>'concurrency_limit')::numeric % 1 <> 0) THEN
@@ -128,13 +129,15 @@ BEGIN
       RETURN;
     END IF;
   END IF;
+  -- The clock now, not the transaction's start: the caller may have waited for the key's lock.
   IF kind = 'bucket' THEN
-    start := to_timestamp(floor(extract(epoch FROM now()) * 1000 / window_ms) * window_ms / 1000.0);
-    room := c.window_start IS DISTINCT FROM start OR c.used < capacity;
+    start := to_timestamp(floor(extract(epoch FROM clock_timestamp()) * 1000 / window_ms)
+                          * window_ms / 1000.0);
+    room := c.window_start IS NULL OR c.window_start < start OR c.used < capacity;
   ELSE
     room := (SELECT count(*) FROM {{t:coordination_holds}} h
               WHERE h.scope = limit_room.scope AND h.name = limit_room.name
-                AND h.expires_at > now()) < capacity;
+                AND h.expires_at > clock_timestamp()) < capacity;
   END IF;
 END
 $room$;
@@ -151,14 +154,17 @@ DECLARE
 BEGIN
   IF scope = '' THEN
     start := CASE WHEN kind = 'bucket' THEN to_timestamp(
-               floor(extract(epoch FROM now()) * 1000 / window_ms) * window_ms / 1000.0) END;
+               floor(extract(epoch FROM clock_timestamp()) * 1000 / window_ms) * window_ms / 1000.0)
+             END;
+    -- A bucket's window only moves forward: an acquisition counts in the newest one.
     INSERT INTO {{t:coordination}} AS x (name, kind, capacity, window_ms, window_start, used)
     VALUES (limit_take.name, kind, capacity, window_ms, start, CASE WHEN kind = 'bucket' THEN 1 ELSE 0 END)
     ON CONFLICT (name) DO UPDATE
        SET capacity = excluded.capacity, window_ms = excluded.window_ms,
-           window_start = excluded.window_start,
+           window_start = CASE WHEN x.window_start IS NULL THEN excluded.window_start
+                               ELSE greatest(x.window_start, excluded.window_start) END,
            used = CASE WHEN x.kind <> 'bucket' THEN 0
-                       WHEN x.window_start IS DISTINCT FROM excluded.window_start THEN 1
+                       WHEN x.window_start IS NULL OR x.window_start < excluded.window_start THEN 1
                        ELSE x.used + 1 END,
            updated_at = now()
      WHERE x.kind = 'bucket' OR x.capacity <> excluded.capacity
@@ -171,7 +177,7 @@ BEGIN
   ELSIF kind = 'window' THEN
     INSERT INTO {{t:coordination_holds}} (scope, name, holder, expires_at)
     VALUES (scope, limit_take.name, gen_random_uuid()::text,
-            now() + window_ms * interval '1 millisecond');
+            clock_timestamp() + window_ms * interval '1 millisecond');
   END IF;
 END
 $take$;
@@ -190,7 +196,7 @@ BEGIN
   IF kind = 'concurrent' AND EXISTS (
        SELECT FROM {{t:coordination_holds}} h WHERE h.scope = limit_acquire.scope
           AND h.name = limit_acquire.name AND h.holder = limit_acquire.holder
-          AND h.expires_at > now()) THEN
+          AND h.expires_at > clock_timestamp()) THEN
     RETURN true;
   END IF;
   SELECT * INTO r FROM {{t:limit_room}}(scope, name, kind, capacity, window_ms);
@@ -201,7 +207,7 @@ BEGIN
     RETURN false;
   END IF;
   PERFORM {{t:limit_take}}(scope, name, kind, capacity, window_ms, holder, node, NULL,
-                           now() + ttl_ms * interval '1 millisecond');
+                           clock_timestamp() + ttl_ms * interval '1 millisecond');
   RETURN true;
 END
 $acquire$;
@@ -223,7 +229,8 @@ $release$;
 -- holds back stays queued, and so does every later message sharing one of its keys, so a
 -- key's messages start in claim order. A key whose lock another claim holds is left for the
 -- next claim. At most 10 * wanted + 100 messages are looked at. A message whose limits are
--- malformed fails at once, its failure naming them. Returns the rows as claim_lock does.
+-- malformed fails at once, its failure naming them. Returns the rows as claim_lock does, and
+-- leaves how many it took in the transaction's setting troupe.limited_taken.
 CREATE OR REPLACE FUNCTION {{t:claim_limited}}(queue text, node integer, wanted integer)
 RETURNS TABLE (address text, id text, task text, args text, options text, attempt integer,
                priority integer, enqueued_ms bigint, eta_ms bigint, confirm_start boolean,
@@ -331,6 +338,8 @@ BEGIN
     taken := taken + 1;
     EXIT WHEN taken >= wanted;
   END LOOP;
+  -- For claim_lock, later in this transaction: the claim's other messages fill the rest.
+  PERFORM set_config('troupe.limited_taken', taken::text, true);
 END
 $claim$;
 

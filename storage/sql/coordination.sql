@@ -35,7 +35,9 @@ SELECT c.released_at IS NOT NULL FROM {{t:coordination}} c
 -- name: purge_coordination
 -- The janitor's pass: slots past their expiry (guards' TTLs, window acquisitions past their
 -- window), barriers past their TTL, and limiter rows without a live slot left unused for $1 ms.
--- Returns how many rows went.
+-- A key's row goes only under the key's advisory lock, tried (a key in use is left for the
+-- next pass), so the pass never waits for a claim nor makes one wait. Returns how many rows
+-- went.
 WITH holds AS (
   DELETE FROM {{t:coordination_holds}} h WHERE h.expires_at <= now() RETURNING 1),
 keys AS (
@@ -44,5 +46,6 @@ keys AS (
       OR (c.kind <> 'barrier' AND c.updated_at < now() - $1::bigint * interval '1 millisecond'
           AND NOT EXISTS (SELECT FROM {{t:coordination_holds}} h
                            WHERE h.scope = '' AND h.name = c.name AND h.expires_at > now()))
+     AND pg_try_advisory_xact_lock({{coordination_lock_class}}, hashtext(chr(31) || c.name))
   RETURNING 1)
 SELECT (SELECT count(*) FROM holds) + (SELECT count(*) FROM keys)

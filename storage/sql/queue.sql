@@ -133,34 +133,25 @@ SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::t
    AND NOT EXISTS (SELECT FROM {{t:queue_control}} c -- since 5
                     WHERE c.queue_name = $1 AND c.paused) -- since 5
  ORDER BY q.priority, q.eta, q.message_id
- LIMIT $2
+ LIMIT $2 -- before 7
+ LIMIT greatest($2 - coalesce(nullif(current_setting('troupe.limited_taken', true), '')::integer, 0), 0) -- since 7
    FOR UPDATE OF q SKIP LOCKED
 
--- name: claim_lock_limits
--- claim_lock from migration 7 on ($3: the node, $4: its idle executors): the messages under
--- limits first, as many as their limits let start now and idle executors can start at once
--- (claim_limited, which takes their slots in this transaction: a slot is never held by a
--- message waiting in a node's prefetch), then the queue's other messages in claim order for
--- the rest of the $2 asked for. Messages under limits do not wait behind the others: their
--- limits already hold them back.
-WITH limited AS (
-  SELECT * FROM {{t:claim_limited}}($1::text, $3::integer, least($2::integer, $4::integer))),
-free AS (
-  SELECT q.ctid::text, q.message_id::text, q.task_name, q.args::text, q.options::text,
-         least(q.attempts + 1, 1000000000), q.priority,
-         (date_part('epoch', q.enqueued_at) * 1000)::bigint,
-         (date_part('epoch', q.eta) * 1000)::bigint,
-         q.confirm_start, coalesce(q.error->>'type' = 'troupe::attempt_lost', false)
-    FROM {{t:queue}} q
-   WHERE (hashtext(q.queue_name) # (q.options ?| '{limits,concurrency_key}'::text[])::integer) = hashtext($1) AND q.queue_name = $1
-     AND q.state = 'queued' AND q.eta <= now()
-     AND NOT EXISTS (SELECT FROM {{t:queue_control}} c WHERE c.queue_name = $1 AND c.paused)
-   ORDER BY q.priority, q.eta, q.message_id
-   LIMIT greatest($2 - (SELECT count(*) FROM limited), 0)
-     FOR UPDATE OF q SKIP LOCKED)
-SELECT * FROM limited
-UNION ALL
-SELECT * FROM free
+-- name: claim_limited_lock
+-- From migration 7 on, the first step of a claim starts with this one, in the same
+-- transaction and round trip: it locks up to $3 ready messages under limits of queue $1 (as
+-- many as their limits let start now, for the node's idle executors only, so that a slot is
+-- never held by a message waiting in a node's prefetch) for node $2, taking their slots in
+-- this transaction (claim_limited), and returns them as claim_lock does. claim_lock then takes
+-- the queue's other messages for the rest of what the claim asks (claim_limited leaves how
+-- many it took in the transaction's setting troupe.limited_taken). A queue without a ready
+-- message under limits never calls the function: the EXISTS probe (one look at the fetch
+-- index's range of such messages) gates it, so other queues pay one index probe per claim.
+SELECT l.* FROM {{t:claim_limited}}($1::text, $2::integer, $3::integer) l
+ WHERE EXISTS (SELECT FROM {{t:queue}} z
+                WHERE (hashtext(z.queue_name) # (z.options ?| '{limits,concurrency_key}'::text[])::integer)
+                      = (hashtext($1) # 1)
+                  AND z.queue_name = $1 AND z.state = 'queued' AND z.eta <= now())
 
 -- name: claim_mark
 -- The second step: marks the rows claim_lock locked (by address, $1) running for node $2, in

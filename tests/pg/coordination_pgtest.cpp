@@ -404,6 +404,13 @@ CAF_TEST(limiter and barrier errors name their key) {
                 "(gen_random_uuid(), 'default', 'free_run', '[\"x\"]', "
                 "'{{\"limits\":[{{\"key\":\"payments\",\"kind\":\"sliding\",\"limit\":2}}]}}')",
                 area.queue_table()));
+  // So does one whose limiter lacks its limit, and neither stops the queue's other messages.
+  area.sql().exec(
+    fmt::format("INSERT INTO {} (message_id, queue_name, task_name, args, options) VALUES "
+                "(gen_random_uuid(), 'default', 'free_run', '[\"x\"]', "
+                "'{{\"limits\":[{{\"key\":\"refunds\",\"kind\":\"bucket\"}}]}}')",
+                area.queue_table()));
+  auto fine = producer.enqueue(free_run("fine"));
   start_node();
   CAF_CHECK(testkit::wait_until(
     [&] {
@@ -411,6 +418,15 @@ CAF_TEST(limiter and barrier errors name their key) {
                    "error->>'text' LIKE 'limiter \"payments\": unknown kind%'") == 1;
     },
     20s));
+  CAF_CHECK(testkit::wait_until(
+    [&] {
+      return count("state = 'failed' AND error->>'type' = 'troupe::invalid_limit' AND "
+                   "error->>'text' = 'limiter \"refunds\": limit null is not a whole number "
+                   "from 1'") == 1;
+    },
+    20s));
+  CAF_CHECK(testkit::wait_until(
+    [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", fine.id)) == 1; }, 20s));
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

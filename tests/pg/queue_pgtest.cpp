@@ -222,9 +222,7 @@ CAF_TEST(a claim in two steps walks the fetch index in claim order without sorti
   CAF_REQUIRE_EQUAL(got.size(), 10u);
   for (std::size_t i = 0; i < got.size(); ++i)
     CAF_CHECK_EQUAL(got[i].id, batch[i].id);
-  // From migration 7 on the claim is claim_lock_limits: the messages under limits (none here)
-  // through claim_limited, then the others through the fetch index's range for the queue.
-  auto text = area.explain(fmt::format("EXECUTE claim_lock_limits('default', 10, {}, 1)", id));
+  auto text = area.explain("EXECUTE claim_lock('default', 10)");
   CAF_CHECK(text.find("queue_fetch_idx") != std::string::npos);
   CAF_CHECK(text.find("Index Cond: ") != std::string::npos &&
             text.find("hashtext(queue_name) # ((options ?| ") != std::string::npos);
