@@ -52,16 +52,26 @@ storage::connection bench_context::connect(std::string_view application_name) co
   return storage::connection::open(opts_.dsn, application_name);
 }
 
-area bench_context::fresh_area(const std::string& scenario) {
+namespace {
+
+// The area of `scenario` (schema troupe_bench_<scenario>), its schema dropped.
+area dropped_area(storage::connection& conn, const std::string& scenario) {
   std::string schema = "troupe_bench_" + scenario;
   for (auto& c : schema)
     if (c == '-')
       c = '_';
   area where{schema, ""};
   validate_area(where);
-  auto conn = connect("troupe-bench");
   conn.exec("SET client_min_messages = warning");
   conn.exec("DROP SCHEMA IF EXISTS " + storage::quote_identifier(schema) + " CASCADE");
+  return where;
+}
+
+} // namespace
+
+area bench_context::fresh_area(const std::string& scenario) {
+  auto conn = connect("troupe-bench");
+  auto where = dropped_area(conn, scenario);
   auto stmts = storage::make_statement_set(where);
   storage::migrate(conn, *stmts);
   if (opts_.attempt_history)
@@ -70,17 +80,10 @@ area bench_context::fresh_area(const std::string& scenario) {
 }
 
 area bench_context::area_at_version(const std::string& scenario, int version) {
-  std::string schema = "troupe_bench_" + scenario;
-  for (auto& c : schema)
-    if (c == '-')
-      c = '_';
-  area where{schema, ""};
-  validate_area(where);
   auto conn = connect("troupe-bench");
-  conn.exec("SET client_min_messages = warning");
-  conn.exec("DROP SCHEMA IF EXISTS " + storage::quote_identifier(schema) + " CASCADE");
+  auto where = dropped_area(conn, scenario);
   auto stmts = storage::make_statement_set(where);
-  conn.exec("CREATE SCHEMA " + storage::quote_identifier(schema));
+  conn.exec("CREATE SCHEMA " + storage::quote_identifier(where.schema));
   conn.run(stmts->get(storage::sql::create_versions_table), {});
   for (const auto& m : storage::embedded::migrations()) {
     if (m.number > version)

@@ -25,6 +25,24 @@ double seconds_since(std::int64_t from_ns, clock_type::time_point to) {
   return static_cast<double>(to.time_since_epoch().count() - from_ns) / 1e9;
 }
 
+// Runs a node on `where` until no message is queued or running, and checks that `expected`
+// messages are done. The steady-clock time of the first task start and of the end.
+std::pair<std::int64_t, clock_type::time_point> drain(bench_context& ctx, const area& where,
+                                                      storage::connection& conn,
+                                                      std::int64_t expected, const char* what) {
+  task_probe probe;
+  clock_type::time_point done;
+  ctx.with_node(where, probe, [&] {
+    ctx.wait_all_done(conn, where);
+    done = clock_type::now();
+  });
+  auto finished =
+    conn.exec("SELECT count(*) FROM " + queue_table(where) + " WHERE state = 'done'").int64(0, 0);
+  if (finished != expected)
+    throw error(errc::bug, fmt::format("{}: {} of {} messages done", what, finished, expected));
+  return {probe.first_start_ns.load(), done};
+}
+
 // One burn-down of `n` no-op messages on a fresh area at `version`; `keys` > 0 gives each
 // message one of that many concurrency keys (at most one running per key). Messages per second
 // from the first start to the last message recorded done.
@@ -47,17 +65,8 @@ double burn_down_once(bench_context& ctx, int version, std::int64_t n, int keys)
   }
   conn.exec("VACUUM ANALYZE " + queue_table(where));
   conn.exec("CHECKPOINT");
-  task_probe probe;
-  clock_type::time_point done;
-  ctx.with_node(where, probe, [&] {
-    ctx.wait_all_done(conn, where);
-    done = clock_type::now();
-  });
-  auto finished =
-    conn.exec("SELECT count(*) FROM " + queue_table(where) + " WHERE state = 'done'").int64(0, 0);
-  if (finished != n)
-    throw error(errc::bug, fmt::format("limits: {} of {} messages done", finished, n));
-  return static_cast<double>(n) / seconds_since(probe.first_start_ns.load(), done);
+  auto [first, done] = drain(ctx, where, conn, n, "limits");
+  return static_cast<double>(n) / seconds_since(first, done);
 }
 
 struct spread {
@@ -138,18 +147,9 @@ scenario_result run_pipeline(bench_context& ctx) {
     }
   }
   conn.exec("VACUUM ANALYZE " + queue_table(where));
-  task_probe probe;
-  clock_type::time_point done;
-  ctx.with_node(where, probe, [&] {
-    ctx.wait_all_done(conn, where);
-    done = clock_type::now();
-  });
-  auto finished =
-    conn.exec("SELECT count(*) FROM " + queue_table(where) + " WHERE state = 'done'").int64(0, 0);
-  if (finished != 3 * n)
-    throw error(errc::bug, fmt::format("pipeline: {} of {} steps done", finished, 3 * n));
+  auto [first, done] = drain(ctx, where, conn, 3 * n, "pipeline");
   r.tasks = 3 * n;
-  r.seconds = seconds_since(probe.first_start_ns.load(), done);
+  r.seconds = seconds_since(first, done);
   r.per_second = static_cast<double>(3 * n) / *r.seconds;
   r.set("timed", "first step start to the last step recorded done (jobs: every step)");
   r.set("pipelines", n);
@@ -173,12 +173,7 @@ scenario_result run_group(bench_context& ctx) {
     g.on_success(callback);
     g.run(producer);
   }
-  task_probe probe;
-  clock_type::time_point done;
-  ctx.with_node(where, probe, [&] {
-    ctx.wait_all_done(conn, where);
-    done = clock_type::now();
-  });
+  auto [first, done] = drain(ctx, where, conn, members + 1, "group");
   auto table = queue_table(where);
   auto gap = conn.exec(
     fmt::format("SELECT extract(epoch FROM c.finished_at - (SELECT max(m.finished_at) FROM {0} m "
@@ -190,7 +185,7 @@ scenario_result run_group(bench_context& ctx) {
   if (gap.rows() != 1)
     throw error(errc::bug, "group: the callback did not run");
   r.tasks = members + 1;
-  r.seconds = seconds_since(probe.first_start_ns.load(), done);
+  r.seconds = seconds_since(first, done);
   r.per_second = static_cast<double>(members + 1) / *r.seconds;
   r.set("timed", "first member start to the callback recorded done");
   r.set("members", members);
