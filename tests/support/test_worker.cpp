@@ -5,10 +5,14 @@
 //   sleep_ms(int ms)  notes its run, then sleeps
 //   crash_once()      notes its run; on its first attempt brings the whole process down
 //   crash_always()    notes its run, then brings the whole process down (a poison message)
+//   slow_inc(ms, x)   notes its run, sleeps, returns x + 1 (result stored: pipeline steps)
+//   guarded_sleep(ms) notes its run, holds a slot of the concurrent limiter "fault-guard" (1
+//                     at once, a TTL of an hour) through a limit_guard while it sleeps
 // Runs are noted through TROUPE_TEST_NOTE_DSN when it is set (the node's DSN may go through a
 // proxy that a fault test cuts), else through DSN.
 #include "storage/connection.hpp"
 #include "storage/naming.hpp"
+#include "troupe/coordination.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
 #include "troupe/task.hpp"
@@ -82,6 +86,22 @@ int main(int argc, char** argv) {
       note_run(ctx);
       std::abort();
     });
+    troupe::task_options keep;
+    keep.store_results = true;
+    tasks.define(
+      troupe::task_ref<int(int, int)>{"slow_inc", queue},
+      [](troupe::task_context& ctx, int ms, int x) {
+        note_run(ctx);
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        return x + 1;
+      },
+      keep);
+    tasks.define(
+      troupe::task_ref<void(int)>{"guarded_sleep", queue}, [](troupe::task_context& ctx, int ms) {
+        troupe::limit_guard slot(ctx, troupe::concurrency("fault-guard", 1), std::chrono::hours(1));
+        note_run(ctx);
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      });
     troupe::node_options options;
     options.dsn = g_dsn;
     options.area.schema = g_schema;
