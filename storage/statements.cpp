@@ -36,9 +36,11 @@ std::string render_sql(std::string_view text, const area& a) {
       out += std::to_string(node_lock_class(a));
     } else if (key == "coordination_lock_class") {
       out += std::to_string(coordination_lock_class(a));
-    } else if (key == "wake_channel" || key == "coordination_channel") {
+    } else if (key == "wake_channel" || key == "coordination_channel" || key == "results_channel") {
       out.push_back('\'');
-      for (char c : key == "wake_channel" ? wake_channel(a) : coordination_channel(a)) {
+      for (char c : key == "wake_channel"           ? wake_channel(a)
+                    : key == "coordination_channel" ? coordination_channel(a)
+                                                    : results_channel(a)) {
         if (c == '\'')
           out.push_back(c);
         out.push_back(c);

@@ -311,6 +311,7 @@ BEGIN
       IF FOUND THEN
         INSERT INTO {{t:state_count_changes}} (queue_name, state, n)
         VALUES (claim_limited.queue, 'failed', 1);
+        PERFORM pg_notify({{results_channel}}, ''); -- its result waiters learn of the failure
       END IF;
       CONTINUE;
     END IF;
