@@ -3,6 +3,7 @@
 // or by a read twice a second in case one was missed.
 #include "actors/limiter.hpp"
 
+#include "runtime/src/limiter_key.hpp"
 #include "storage/connection.hpp"
 #include "storage/coordination.hpp"
 #include "storage/migrations.hpp"
@@ -36,10 +37,7 @@ struct limiter_state {
 
 using limiter_ptr = limiter_impl_actor::stateful_pointer<limiter_state>;
 
-storage::limiter_key key_of(const limit& l) {
-  return {"", l.key, std::string(to_string(l.kind)), l.capacity,
-          static_cast<std::int64_t>(l.span.count())};
-}
+using detail::key_of;
 
 storage::connection& connection(limiter_ptr self) {
   auto& st = self->state;
@@ -48,9 +46,7 @@ storage::connection& connection(limiter_ptr self) {
     st.conn.emplace(storage::connection::open(st.settings.dsn, "troupe-limiter"));
     storage::follow_area_version(*st.conn, *st.settings.statements);
     if (st.settings.statements->version() < storage::coordination_version)
-      throw error(errc::invalid_argument,
-                  "limiters and barriers need migration 7 (the area is at version " +
-                    std::to_string(st.settings.statements->version()) + "): run troupe upgrade");
+      throw storage::coordination_missing(st.settings.statements->version());
     storage::listen_for_barriers(*st.conn, *st.settings.statements);
   }
   return *st.conn;

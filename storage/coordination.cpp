@@ -3,6 +3,8 @@
 #include "storage/naming.hpp"
 #include "troupe/error.hpp"
 
+#include <fmt/format.h>
+
 namespace troupe::storage {
 
 namespace {
@@ -36,6 +38,13 @@ std::optional<std::string> node_param(std::int32_t node_id) {
 }
 
 } // namespace
+
+error coordination_missing(int version) {
+  return error(errc::invalid_argument,
+               fmt::format("limiters and barriers need migration {} (the area is at version {}): "
+                           "run troupe upgrade",
+                           coordination_version, version));
+}
 
 bool limit_acquire(connection& conn, const statement_set& stmts, const limiter_key& l,
                    const std::string& holder, std::int32_t node_id, std::int64_t ttl_ms) {

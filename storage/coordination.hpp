@@ -4,6 +4,7 @@
 
 #include "storage/connection.hpp"
 #include "storage/statements.hpp"
+#include "troupe/error.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -24,6 +25,10 @@ struct limiter_key {
   std::int32_t capacity = 1;
   std::int64_t window_ms = 0;
 };
+
+/// The refusal of limiters and barriers on an area at `version` (below coordination_version),
+/// naming the upgrade.
+error coordination_missing(int version);
 
 /// Takes a slot of `l` for `holder` (a concurrent slot until `ttl_ms` from now; node_id 0:
 /// outside a node, the slot lives until its TTL or its release). Whether it holds one. Throws

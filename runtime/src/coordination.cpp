@@ -3,6 +3,7 @@
 #include "troupe/coordination.hpp"
 
 #include "composition_access.hpp"
+#include "limiter_key.hpp"
 
 #include "storage/coordination.hpp"
 #include "troupe/client.hpp"
@@ -17,17 +18,8 @@ namespace troupe {
 
 namespace {
 
-storage::limiter_key key_of(const limit& l) {
-  return {"", l.key, std::string(to_string(l.kind)), l.capacity,
-          static_cast<std::int64_t>(l.span.count())};
-}
-
-error coordination_missing(int version) {
-  return error(errc::invalid_argument,
-               fmt::format("limiters and barriers need migration {} (the area is at version {}): "
-                           "run troupe upgrade",
-                           storage::coordination_version, version));
-}
+using detail::key_of;
+using storage::coordination_missing;
 
 // Runs `f` on the client's connection once the area is known to have coordination.
 template <class F>
