@@ -26,15 +26,18 @@ limiter_actor spawn_limiter_actor(caf::actor_system& sys, limiter_settings setti
 /// neither the actor nor its actor system alive, and its guards then fail (shutting_down).
 class limiter_port final : public coordination_port {
 public:
-  limiter_port() = default;
+  /// `declared`: the node's named limiters (node_options::limits).
+  explicit limiter_port(std::vector<limit> declared) : declared_(std::move(declared)) {}
   void set(limiter_actor a);
   bool acquire(const limit& l, const std::string& holder, std::chrono::milliseconds ttl) override;
   void release(const limit& l, const std::string& holder) override;
+  const std::vector<limit>& declared() const noexcept override { return declared_; }
 
 private:
   limiter_actor current();
   std::mutex mutex_;
   caf::weak_actor_ptr actor_;
+  const std::vector<limit> declared_;
 };
 
 } // namespace troupe::actors

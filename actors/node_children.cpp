@@ -64,7 +64,7 @@ std::vector<node_child> node_children(const node_options& options) {
                      n.limiter = spawn_limiter_actor(
                        sys, limiter_settings{n.options.dsn, n.statements, n.node_id});
                      if (!n.guards)
-                       n.guards = std::make_shared<limiter_port>();
+                       n.guards = std::make_shared<limiter_port>(n.options.limits);
                      n.guards->set(n.limiter);
                      return caf::actor_cast<caf::actor>(n.limiter);
                    }});

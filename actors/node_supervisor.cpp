@@ -106,6 +106,12 @@ void start_registered_children(supervisor_ptr self) {
   answer_ready_waiters(self, caf::error{});
   log().info("node started node={} name={} queues={}", st.node.node_id, st.node.identity.name,
              fmt::join(st.node.identity.queues, ","));
+  // What the node's tasks may take by key (limit_guard(ctx, key)).
+  for (const auto& l : st.node.options.limits)
+    log().info("node declares limiter key={} kind={} limit={}{}", l.key, to_string(l.kind),
+               l.capacity,
+               l.kind == limit_kind::concurrent ? std::string{}
+                                                : fmt::format(" window={}ms", l.span.count()));
 }
 
 // Ends every child (in stop order); the listener deregisters the node on the way out.

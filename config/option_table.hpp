@@ -29,19 +29,30 @@ enum class value_kind {
 /// The section of per-queue tables: `[queues]` with `name={concurrency=2, ...}`.
 inline constexpr std::string_view queues_section = "queues";
 
+/// The section of named limiters: `[limits]` with `payments={kind="concurrent", limit=5}`.
+inline constexpr std::string_view limits_section = "limits";
+
+/// Whether `section` holds one table per name (`[queues]`, `[limits]`), whose flags are
+/// `--section.<name>.<key>`.
+constexpr bool is_table_section(std::string_view section) {
+  return section == queues_section || section == limits_section;
+}
+
 /// One option as flags, help texts and the reference file present it.
 struct option_info {
-  /// "database", "area", "node" or "logging"; `queues_section` for the keys of a queue's table.
+  /// "database", "area", "node" or "logging"; `queues_section` for the keys of a queue's table,
+  /// `limits_section` for those of a limiter's.
   std::string_view section;
   std::string_view key;
   value_kind kind;
   std::string_view description;
 };
 
-/// Every option: those of the plain sections in reference order, then a queue table's keys.
+/// Every option: those of the plain sections in reference order, then a queue table's keys,
+/// then a limiter table's.
 const std::vector<option_info>& all_options();
 
-/// The option `key` of `section` (`queues_section` for a queue table's keys), or nullptr.
+/// The option `key` of `section` (a table section for a table's keys), or nullptr.
 const option_info* find_option(std::string_view section, std::string_view key);
 
 /// Whether `name` is one of Troupe's own sections.

@@ -35,7 +35,8 @@ using namespace detail;
 constexpr std::string_view queue_selection_flag = "--queues";
 
 /// Declares Troupe's flags next to CAF's own options and parses a command line with them. The
-/// per-queue flags `--queues.<name>.<key>=...` are declared for the names found in `args`.
+/// flags of a table section (`--queues.<name>.<key>=...`, `--limits.<name>.<key>=...`) are
+/// declared for the names found in `args`.
 class flag_parser : public caf::actor_system_config {
 public:
   explicit flag_parser(const std::vector<std::string>& args) {
@@ -45,13 +46,13 @@ public:
         caf_keys_.emplace(opt.long_name().data(), opt.long_name().size());
     }
     for (const auto& opt : all_options())
-      if (opt.section != queues_section) // those are declared per queue name, below
+      if (!is_table_section(opt.section)) // those are declared per name, below
         declare(opt.section, opt.key, opt.kind, opt.description);
     caf::config_option_adder{custom_options_, "global"}.add<std::vector<std::string>>(
       queue_selection_flag.substr(2),
       "consume only these queues (a,b,c); each takes its [queues] entry or the defaults");
     for (const auto& arg : args)
-      declare_queue_flag(arg);
+      declare_table_flag(arg);
   }
 
   /// True when `name` is a top-level key CAF owns: one of its sections ("scheduler", "logger",
@@ -73,17 +74,20 @@ public:
   const char* env_dsn = nullptr;
 
 private:
-  void declare_queue_flag(std::string_view arg) {
-    auto prefix = fmt::format("{}.", queue_selection_flag);
-    if (arg.substr(0, prefix.size()) != prefix)
-      return;
-    auto name = arg.substr(2, arg.find('=') - 2); // queues.<queue>.<key>
-    auto dot = name.rfind('.');
-    auto opt = find_option(queues_section, name.substr(dot + 1));
-    if (dot <= queues_section.size() || !opt)
-      return; // left undeclared: CAF reports the unknown flag
-    if (!custom_options_.qualified_name_lookup(name))
-      declare(name.substr(0, dot), opt->key, opt->kind, opt->description);
+  /// Declares `--queues.<name>.<key>` or `--limits.<name>.<key>` when `arg` is one.
+  void declare_table_flag(std::string_view arg) {
+    for (auto section : {queues_section, limits_section}) {
+      auto prefix = fmt::format("--{}.", section);
+      if (arg.substr(0, prefix.size()) != prefix)
+        continue;
+      auto name = arg.substr(2, arg.find('=') - 2); // <section>.<name>.<key>
+      auto dot = name.rfind('.');
+      auto opt = find_option(section, name.substr(dot + 1));
+      if (dot <= section.size() || !opt)
+        return; // left undeclared: CAF reports the unknown flag
+      if (!custom_options_.qualified_name_lookup(name))
+        declare(name.substr(0, dot), opt->key, opt->kind, opt->description);
+    }
   }
 
   void declare(std::string_view category, std::string_view key, value_kind kind,
@@ -112,10 +116,11 @@ void parse_duration_flag(caf::config_value& value, std::string_view key) {
     value = std::move(*parsed);
 }
 
-/// Does so for the duration flags in one section of the flags' tree ([queues] nests by name).
+/// Does so for the duration flags in one section of the flags' tree ([queues] and [limits] nest
+/// by name).
 void parse_duration_flags(std::string_view section, caf::settings& dict) {
   for (auto& [key, value] : dict) {
-    if (auto child = caf::get_if<caf::settings>(&value); child && section == queues_section)
+    if (auto child = caf::get_if<caf::settings>(&value); child && is_table_section(section))
       parse_duration_flags(section, *child);
     else if (auto opt = find_option(section, key); opt && opt->kind == value_kind::duration)
       parse_duration_flag(value, fmt::format("{}.{}", section, key));
@@ -212,13 +217,13 @@ std::string describe_flag_error(const caf::error& err) {
     break;
   }
   auto reason = readable(static_cast<caf::pec>(err.code()));
-  // A Troupe flag: "section.key", or "queues.<name>.key" whose section is the queue table's.
+  // A Troupe flag: "section.key", or "queues.<name>.key" / "limits.<name>.key" of a table.
   auto first_dot = key.find('.');
   auto last_dot = key.rfind('.');
   if (first_dot != std::string::npos) {
     auto section = std::string_view{key}.substr(0, first_dot);
     auto opt = find_option(section, std::string_view{key}.substr(last_dot + 1));
-    if (opt && (section == queues_section) == (first_dot != last_dot))
+    if (opt && is_table_section(section) == (first_dot != last_dot))
       return fmt::format("{}: expected {}, got \"{}\" (flag {}: {})", key, expected_text(opt->kind),
                          value, flag, reason);
   }

@@ -76,6 +76,31 @@ coordination_port* port_of(const task_context& ctx) {
   return ctx.coordination;
 }
 
+} // namespace
+
+const limit& declared_limit(const task_context& ctx, std::string_view key) {
+  if (!ctx.coordination)
+    throw error(errc::invalid_argument,
+                fmt::format("limiter \"{}\": a declared limiter needs a worker node (this "
+                            "context has none)",
+                            key));
+  const auto& declared = ctx.coordination->declared();
+  for (const auto& l : declared)
+    if (l.key == key)
+      return l;
+  std::vector<std::string_view> keys;
+  for (const auto& l : declared)
+    keys.push_back(l.key);
+  throw error(
+    errc::invalid_argument,
+    fmt::format("limiter \"{}\" is not declared on this node ([limits] in "
+                "troupe.ini declares {})",
+                key,
+                keys.empty() ? std::string("none") : fmt::format("{}", fmt::join(keys, ", "))));
+}
+
+namespace {
+
 std::unique_ptr<limit_guard::backend> acquire_through_port(const task_context& ctx, limit l,
                                                            std::chrono::milliseconds ttl) {
   validate_limit(l);
@@ -116,6 +141,10 @@ limit_guard::limit_guard(std::unique_ptr<backend> b) : b_(std::move(b)) {}
 limit_guard::limit_guard(const task_context& ctx, limit l, std::chrono::milliseconds ttl)
     : b_(or_refused(acquire_through_port(ctx, l, ttl), l.key)) {}
 
+limit_guard::limit_guard(const task_context& ctx, std::string_view key,
+                         std::chrono::milliseconds ttl)
+    : limit_guard(ctx, declared_limit(ctx, key), ttl) {}
+
 limit_guard::limit_guard(client& c, limit l, std::chrono::milliseconds ttl)
     : b_(or_refused(acquire_through_client(c, l, ttl), l.key)) {}
 
@@ -124,6 +153,11 @@ std::optional<limit_guard> limit_guard::try_acquire(const task_context& ctx, lim
   if (auto b = acquire_through_port(ctx, std::move(l), ttl))
     return limit_guard(std::move(b));
   return std::nullopt;
+}
+
+std::optional<limit_guard> limit_guard::try_acquire(const task_context& ctx, std::string_view key,
+                                                    std::chrono::milliseconds ttl) {
+  return try_acquire(ctx, declared_limit(ctx, key), ttl);
 }
 
 std::optional<limit_guard> limit_guard::try_acquire(client& c, limit l,

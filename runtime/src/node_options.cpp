@@ -93,6 +93,11 @@ void validate(const node_options& o) {
                         name, spelled(value)));
   require(o.vacuum_dead_rows >= 0,
           fmt::format("node.vacuum-dead-rows must not be negative, got {}", o.vacuum_dead_rows));
+  std::set<std::string> keys;
+  for (const auto& l : o.limits) {
+    validate_limit(l); // its error names the key
+    require(keys.insert(l.key).second, fmt::format("limiter \"{}\" is declared twice", l.key));
+  }
 }
 
 } // namespace troupe

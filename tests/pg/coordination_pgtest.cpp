@@ -55,6 +55,7 @@ task_ref<void(std::string)> windowed{
   "windowed", "default", {window("sms", 2, std::chrono::milliseconds(1000))}};
 task_ref<void()> held{"held", "default", {concurrency("one", 1)}};
 task_ref<void()> guarded{"guarded"};
+task_ref<void(std::string)> by_key{"by_key"};
 
 struct fixture : testkit::node_harness {
   std::string runs;
@@ -89,6 +90,17 @@ struct fixture : testkit::node_harness {
     tasks->define(
       guarded, [](task_context& ctx) { limit_guard slot(ctx, concurrency("guarded", 1), 1h); },
       retry_soon);
+    // A refusal is retried soon and often: 16 messages contend for 2 slots.
+    task_options retry_often = retry_soon;
+    retry_often.max_retries = 100;
+    // Takes the limiter its node declares under `key` (node_options::limits, [limits]).
+    tasks->define(
+      by_key,
+      [r = rec](task_context& ctx, const std::string& key) {
+        limit_guard slot(ctx, key);
+        r.run(key, ctx.message_id);
+      },
+      retry_often);
   }
 
   ~fixture() {
@@ -259,6 +271,36 @@ CAF_TEST(a guard that finds no room refuses and the retry policy runs the task a
     2);
   // The task's guard gave its slot back when the task returned.
   CAF_CHECK_EQUAL(limit_in_use(producer, concurrency("guarded", 1)), 0);
+}
+
+CAF_TEST(a limiter a node declares is taken by its key and holds across two nodes) {
+  queue_options q;
+  q.concurrency = 4;
+  auto o = options(q);
+  o.limits = {concurrency("declared", 2)};
+  start_node(o);
+  second = spawn_worker_node(sys, o, tasks);
+  std::vector<message> batch;
+  for (int i = 0; i < 16; ++i)
+    batch.push_back(by_key("declared"));
+  auto undeclared = by_key("nowhere").with_max_retries(0);
+  batch.push_back(undeclared);
+  producer.enqueue_many(batch);
+  CAF_REQUIRE(testkit::wait_until([&] { return count("state = 'done'") == 16; }, 60s));
+  CAF_CHECK_EQUAL(recorded("key = 'declared'"), 16);
+  CAF_CHECK_LESS_OR_EQUAL(max_overlap("declared"), 2);
+  // A key the node does not declare fails the task, naming the key and the declared ones.
+  CAF_REQUIRE(testkit::wait_until(
+    [&] {
+      return count(fmt::format("message_id = '{}' AND state = 'failed'", undeclared.id)) == 1;
+    },
+    20s));
+  CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND error->>'text' LIKE "
+                                    "'limiter \"nowhere\" is not declared on this node%declares "
+                                    "declared)'",
+                                    undeclared.id)),
+                  1);
+  CAF_CHECK_EQUAL(recorded("key = 'nowhere'"), 0);
 }
 
 CAF_TEST(slots of a node declared dead are free before their TTL) {

@@ -176,6 +176,7 @@ CAF_TEST(the reference file loads to the defaults) {
   CAF_CHECK(contains(text, "[queues]"));
   CAF_CHECK(contains(text, "default={concurrency=8, prefetch=16, poll-interval=1s}"));
   CAF_CHECK(contains(text, "shutdown-grace=30s"));
+  CAF_CHECK(contains(text, "[limits]"));
   auto s = load_from_string(text);
   auto d = load_from_string("");
   CAF_CHECK_EQUAL(s.node.storage_connections, d.node.storage_connections);
@@ -189,6 +190,7 @@ CAF_TEST(the reference file loads to the defaults) {
   CAF_CHECK_EQUAL(s.node.queues[0].concurrency, defaults::concurrency);
   CAF_CHECK_EQUAL(s.node.queues[0].poll_interval.count(), defaults::poll_interval.count());
   CAF_CHECK_EQUAL(s.logging.level, d.logging.level);
+  CAF_CHECK(s.node.limits.empty());
 }
 
 CAF_TEST(TROUPE_DSN overrides the file and a flag overrides both) {
@@ -252,6 +254,58 @@ CAF_TEST(a dotted queue name is written as a nested section) {
   CAF_REQUIRE_EQUAL(t.node.queues.size(), 1u);
   CAF_CHECK_EQUAL(t.node.queues[0].name, "reports.daily");
   CAF_CHECK_EQUAL(t.node.queues[0].prefetch, 0);
+}
+
+const troupe::limit* find_limit(const troupe::config::settings& s, const std::string& key) {
+  for (const auto& l : s.node.limits)
+    if (l.key == key)
+      return &l;
+  return nullptr;
+}
+
+CAF_TEST(limiters are declared by key in the limits section) {
+  auto s = load_from_string("[limits]\n"
+                            "payments={kind=\"concurrent\", limit=5}\n"
+                            "mutex={limit=1}                ; concurrent by default\n"
+                            "partner-api={kind=\"window\", limit=100, window=1min}\n"
+                            "mail={kind=\"bucket\", limit=10, window=1000}\n");
+  CAF_REQUIRE_EQUAL(s.node.limits.size(), 4u);
+  CAF_CHECK(*find_limit(s, "payments") == troupe::concurrency("payments", 5));
+  CAF_CHECK(*find_limit(s, "mutex") == troupe::concurrency("mutex", 1));
+  CAF_CHECK(*find_limit(s, "partner-api") ==
+            troupe::window("partner-api", 100, std::chrono::minutes(1)));
+  CAF_CHECK(*find_limit(s, "mail") == troupe::bucket("mail", 10, std::chrono::seconds(1)));
+  CAF_CHECK(load_from_string("").node.limits.empty());
+  // A dotted key nests, as a dotted queue name does; a flag sets one value and keeps the rest.
+  auto t = load_from_string("[limits.stripe]\ncharges={limit=3}\n",
+                            {"--limits.stripe.charges.limit=4", "--limits.fresh.limit=2",
+                             "--limits.fresh.kind=bucket", "--limits.fresh.window=2s"});
+  CAF_REQUIRE_EQUAL(t.node.limits.size(), 2u);
+  CAF_CHECK(*find_limit(t, "stripe.charges") == troupe::concurrency("stripe.charges", 4));
+  CAF_CHECK(*find_limit(t, "fresh") == troupe::bucket("fresh", 2, std::chrono::seconds(2)));
+}
+
+CAF_TEST(a limiter in config is refused with an error that names its key) {
+  CHECK_ERROR_HAS(load_from_string("[limits]\npayments={kind=\"conc\", limit=5}\n"),
+                  "limits.payments.kind: limiter \"payments\": unknown kind \"conc\" "
+                  "(concurrent, bucket or window)");
+  CHECK_ERROR_HAS(load_from_string("[limits]\npayments={kind=\"concurrent\"}\n"),
+                  "limits.payments.limit is required");
+  CHECK_ERROR_HAS(load_from_string("[limits]\npayments={limit=0}\n"),
+                  "limits.payments: limiter \"payments\": limit 0 is out of range");
+  CHECK_ERROR_HAS(load_from_string("[limits]\npayments={limit=2, window=1s}\n"),
+                  "limits.payments.window: a concurrent limiter has no window");
+  CHECK_ERROR_HAS(load_from_string("[limits]\napi={kind=\"window\", limit=2}\n"),
+                  "limits.api.window is required for a window limiter");
+  CHECK_ERROR_HAS(load_from_string("[limits]\napi={kind=\"bucket\", limit=2, window=0}\n"),
+                  "limiter \"api\": window 0 ms is out of range");
+  CHECK_ERROR_HAS(load_from_string("[limits]\napi={limit=2, size=3}\n"),
+                  "unknown key \"limits.api.size\"");
+  CHECK_ERROR_HAS(load_from_string("[limits]\napi=3\n"), "limits.api: expected a table");
+  CHECK_ERROR_HAS(load_from_string("[limits]\napi={limit=\"x\"}\n"),
+                  "limits.api.limit: expected an integer");
+  CHECK_ERROR_HAS(load_from_string("", {"--limits.api.limit=x"}), "limits.api.limit");
+  CHECK_ERROR_HAS(load_from_string("", {"--limits.api.size=3"}), "unknown flag");
 }
 
 CAF_TEST(durations take units or milliseconds) {

@@ -96,6 +96,8 @@ public:
   virtual bool acquire(const limit& l, const std::string& holder,
                        std::chrono::milliseconds ttl) = 0;
   virtual void release(const limit& l, const std::string& holder) = 0;
+  /// The limiters the node declares by key ([limits] in troupe.ini, node_options::limits).
+  virtual const std::vector<limit>& declared() const noexcept = 0;
 
 protected:
   ~coordination_port() = default;
@@ -120,6 +122,11 @@ public:
 
   static std::optional<limit_guard> try_acquire(const task_context& ctx, limit l,
                                                 std::chrono::milliseconds ttl = default_guard_ttl);
+  /// Inside a task on a node, the limiter the node declares under `key` (declared_limit).
+  limit_guard(const task_context& ctx, std::string_view key,
+              std::chrono::milliseconds ttl = default_guard_ttl);
+  static std::optional<limit_guard> try_acquire(const task_context& ctx, std::string_view key,
+                                                std::chrono::milliseconds ttl = default_guard_ttl);
   static std::optional<limit_guard> try_acquire(client& c, limit l,
                                                 std::chrono::milliseconds ttl = default_guard_ttl);
 
@@ -138,6 +145,11 @@ private:
   explicit limit_guard(std::unique_ptr<backend> b);
   std::unique_ptr<backend> b_;
 };
+
+/// The limiter that the node running `ctx` declares under `key` (its [limits] section in
+/// troupe.ini, or node_options::limits). Throws troupe::error(invalid_argument) naming the key
+/// and the keys the node declares when it declares none of that key, or outside a node.
+const limit& declared_limit(const task_context& ctx, std::string_view key);
 
 /// How much of `l` is taken now, read from the database: live slots of a concurrent limiter,
 /// acquisitions in the last window of a window limiter, or in the current window of a bucket.

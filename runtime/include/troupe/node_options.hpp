@@ -3,6 +3,7 @@
 #pragma once
 
 #include "troupe/area.hpp"
+#include "troupe/coordination.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -88,6 +89,10 @@ struct node_options {
   std::chrono::milliseconds retention_done = defaults::retention_done;
   std::chrono::milliseconds retention_failed = defaults::retention_failed;
   std::chrono::milliseconds retention_cancelled = defaults::retention_cancelled;
+  /// Limiters declared by key ([limits] in troupe.ini): the node's tasks take one by its key
+  /// (limit_guard(ctx, "payments"), declared_limit), so that an operator sets its kind,
+  /// capacity and window without a new build. Keys are unique.
+  std::vector<limit> limits;
 };
 
 /// Throws troupe::error(invalid_argument) naming the first setting that breaks a rule: every
