@@ -19,14 +19,54 @@ namespace troupe::config {
 
 namespace detail {
 
-namespace {
-
 using std::chrono::milliseconds;
 
-// -- the tables ---------------------------------------------------------------------------------
+value_kind kind_of(const field_ref& field) {
+  if (std::holds_alternative<std::string*>(field))
+    return value_kind::string;
+  return std::holds_alternative<std::int32_t*>(field) ? value_kind::integer : value_kind::duration;
+}
 
-/// Where an option's value lives; its alternative is also the option's type.
-using field_ref = std::variant<std::string*, std::int32_t*, milliseconds*>;
+std::string show(const caf::config_value& value, std::string_view key) {
+  if (key == "database.dsn")
+    return fmt::format("a value of type {}", value.type_name());
+  return caf::to_string(value);
+}
+
+void assign(const field_ref& field, const caf::config_value& value, const std::string& key) {
+  if (auto out = std::get_if<std::string*>(&field)) {
+    auto s = caf::get_if<std::string>(&value);
+    if (!s)
+      fail(fmt::format("{}: expected a string in double quotes, got {}", key, show(value, key)));
+    **out = *s;
+  } else if (auto out = std::get_if<std::int32_t*>(&field)) {
+    auto i = caf::get_if<caf::config_value::integer>(&value);
+    if (!i)
+      fail(fmt::format("{}: expected an integer, got {}", key, show(value, key)));
+    if (*i < std::numeric_limits<std::int32_t>::min() ||
+        *i > std::numeric_limits<std::int32_t>::max())
+      fail(fmt::format("{}: {} is out of range", key, *i));
+    **out = static_cast<std::int32_t>(*i);
+  } else {
+    auto* d = std::get<milliseconds*>(field);
+    if (auto i = caf::get_if<caf::config_value::integer>(&value)) {
+      *d = milliseconds{*i};
+    } else if (auto t = caf::get_if<caf::timespan>(&value)) {
+      if (t->count() < 0)
+        fail(fmt::format("{}: {} is negative or too large for a duration", key, show(value, key)));
+      if (t->count() % 1'000'000 != 0)
+        fail(fmt::format("{}: {} is not a whole number of milliseconds", key, show(value, key)));
+      *d = std::chrono::duration_cast<milliseconds>(*t);
+    } else {
+      fail(fmt::format("{}: expected {}, got {}", key, expected_text(value_kind::duration),
+                       show(value, key)));
+    }
+  }
+}
+
+namespace {
+
+// -- the tables ---------------------------------------------------------------------------------
 
 /// One option of [database], [area], [node] or [logging].
 struct section_option {
@@ -111,41 +151,8 @@ constexpr queue_option queue_options_table[] = {
    [](queue_options& q) -> field_ref { return &q.poll_interval; }},
 };
 
-/// A [limits] entry as written; read_limit checks it and makes a troupe::limit of it.
-struct limit_entry {
-  std::string kind = "concurrent";
-  std::int32_t limit = 0;
-  milliseconds window{0};
-};
-
-/// One key of a [limits] table.
-struct limit_option {
-  std::string_view key;
-  std::string_view description;
-  field_ref (*field)(limit_entry&);
-};
-
-constexpr limit_option limit_options_table[] = {
-  {"kind",
-   "\"concurrent\" (at most limit at once), \"bucket\" (limit per fixed window) or "
-   "\"window\" (limit in any sliding window); default \"concurrent\"",
-   [](limit_entry& l) -> field_ref { return &l.kind; }},
-  {"limit", "how many at once, or per window (1 to 1000000000); required",
-   [](limit_entry& l) -> field_ref { return &l.limit; }},
-  {"window",
-   "duration: the window of a bucket or window limiter (1ms to 8760h); required for those, "
-   "refused for a concurrent one",
-   [](limit_entry& l) -> field_ref { return &l.window; }},
-};
-
 constexpr std::string_view log_levels[] = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
-
-value_kind kind_of(const field_ref& field) {
-  if (std::holds_alternative<std::string*>(field))
-    return value_kind::string;
-  return std::holds_alternative<std::int32_t*>(field) ? value_kind::integer : value_kind::duration;
-}
 
 const section_option* find_section_option(std::string_view section, std::string_view key) {
   for (const auto& opt : section_options)
@@ -161,119 +168,7 @@ const queue_option* find_queue_option(std::string_view key) {
   return nullptr;
 }
 
-const limit_option* find_limit_option(std::string_view key) {
-  for (const auto& opt : limit_options_table)
-    if (opt.key == key)
-      return &opt;
-  return nullptr;
-}
-
-// -- durations too large for a timespan ----------------------------------------------------------
-
-} // namespace
-
-std::optional<overflowing_duration> find_overflowing_duration(std::string_view text) {
-  struct unit {
-    std::string_view name;
-    std::int64_t ns;
-  };
-  // The units of CAF 0.17's timespans, longest names first: "min" before "ms", "ms" before "s".
-  constexpr unit units[] = {{"min", 60'000'000'000}, {"ns", 1},
-                            {"us", 1'000},           {"ms", 1'000'000},
-                            {"s", 1'000'000'000},    {"h", 3'600'000'000'000}};
-  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  auto is_digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
-  bool in_string = false;
-  bool in_comment = false;
-  for (std::size_t i = 0; i < text.size();) {
-    // Strings and comments hold no duration (and the text of a DSN must never be echoed).
-    char c = text[i];
-    if (in_comment) {
-      in_comment = c != '\n';
-      ++i;
-      continue;
-    }
-    if (in_string) {
-      in_string = c != '"';
-      i += c == '\\' ? 2 : 1;
-      continue;
-    }
-    if (c == '"' || c == ';') {
-      in_string = c == '"';
-      in_comment = c == ';';
-      ++i;
-      continue;
-    }
-    if (!is_digit(c) || (i > 0 && is_word(text[i - 1]))) {
-      ++i;
-      continue;
-    }
-    auto start = i;
-    bool too_big = false;
-    std::int64_t n = 0;
-    for (; i < text.size() && is_digit(text[i]); ++i) {
-      auto digit = text[i] - '0';
-      if (n > (std::numeric_limits<std::int64_t>::max() - digit) / 10)
-        too_big = true;
-      else
-        n = n * 10 + digit;
-    }
-    for (const auto& u : units) {
-      if (text.substr(i, u.name.size()) != u.name)
-        continue;
-      auto end = i + u.name.size();
-      if (end < text.size() && is_word(text[end]))
-        break; // a word such as "5seconds", not a duration
-      if (too_big || n > std::numeric_limits<std::int64_t>::max() / u.ns)
-        return overflowing_duration{start, std::string(text.substr(start, end - start))};
-      break;
-    }
-  }
-  return std::nullopt;
-}
-
-namespace {
-
 // -- reading values -----------------------------------------------------------------------------
-
-/// A value as an error text shows it. A DSN's value is never shown, only its type: a password
-/// could hide in any shape of value.
-std::string show(const caf::config_value& value, std::string_view key) {
-  if (key == "database.dsn")
-    return fmt::format("a value of type {}", value.type_name());
-  return caf::to_string(value);
-}
-
-void assign(const field_ref& field, const caf::config_value& value, const std::string& key) {
-  if (auto out = std::get_if<std::string*>(&field)) {
-    auto s = caf::get_if<std::string>(&value);
-    if (!s)
-      fail(fmt::format("{}: expected a string in double quotes, got {}", key, show(value, key)));
-    **out = *s;
-  } else if (auto out = std::get_if<std::int32_t*>(&field)) {
-    auto i = caf::get_if<caf::config_value::integer>(&value);
-    if (!i)
-      fail(fmt::format("{}: expected an integer, got {}", key, show(value, key)));
-    if (*i < std::numeric_limits<std::int32_t>::min() ||
-        *i > std::numeric_limits<std::int32_t>::max())
-      fail(fmt::format("{}: {} is out of range", key, *i));
-    **out = static_cast<std::int32_t>(*i);
-  } else {
-    auto* d = std::get<milliseconds*>(field);
-    if (auto i = caf::get_if<caf::config_value::integer>(&value)) {
-      *d = milliseconds{*i};
-    } else if (auto t = caf::get_if<caf::timespan>(&value)) {
-      if (t->count() < 0)
-        fail(fmt::format("{}: {} is negative or too large for a duration", key, show(value, key)));
-      if (t->count() % 1'000'000 != 0)
-        fail(fmt::format("{}: {} is not a whole number of milliseconds", key, show(value, key)));
-      *d = std::chrono::duration_cast<milliseconds>(*t);
-    } else {
-      fail(fmt::format("{}: expected {}, got {}", key, expected_text(value_kind::duration),
-                       show(value, key)));
-    }
-  }
-}
 
 /// Reads [database], [area], [node] or [logging]: every key must be one of the section's options.
 void read_section(std::string_view section, const caf::settings& dict, const std::string& source,
@@ -322,59 +217,6 @@ std::vector<queue_options> read_queues(const caf::settings& dict, const std::str
       fail(fmt::format("{}.{}: expected a table such as {{concurrency=2}}, got {}", queues_section,
                        name, show(value, "")));
     read_queue(name, *entry, source, out);
-  }
-  return out;
-}
-
-/// Reads one [limits] entry (its name is the limiter's key). As in [queues], a table inside an
-/// entry that is not one of the limiter's keys continues the name ("stripe.charges").
-void read_limit(const std::string& name, const caf::settings& dict, const std::string& source,
-                std::vector<limit>& out) {
-  limit_entry entry;
-  std::set<std::string_view> given;
-  bool has_children = false;
-  for (const auto& [key, value] : dict) {
-    auto path = fmt::format("{}.{}.{}", limits_section, name, key);
-    if (auto opt = find_limit_option(key)) {
-      assign(opt->field(entry), value, path);
-      given.insert(opt->key);
-    } else if (auto child = caf::get_if<caf::settings>(&value)) {
-      read_limit(fmt::format("{}.{}", name, key), *child, source, out);
-      has_children = true;
-    } else {
-      fail(fmt::format("unknown key \"{}\" in {} (a limiter takes kind, limit and window)", path,
-                       source));
-    }
-  }
-  if (given.empty() && has_children)
-    return;
-  auto path = fmt::format("{}.{}", limits_section, name);
-  limit l;
-  l.key = name;
-  with_key(path + ".kind", [&] { l.kind = parse_limit_kind(entry.kind, name); });
-  if (!given.count("limit"))
-    fail(fmt::format("{}.limit is required: how many at once, or per window", path));
-  l.capacity = entry.limit;
-  if (l.kind == limit_kind::concurrent && given.count("window"))
-    fail(fmt::format("{}.window: a concurrent limiter has no window (it holds at most limit at "
-                     "once); use kind=\"bucket\" or kind=\"window\" for a rate",
-                     path));
-  if (l.kind != limit_kind::concurrent && !given.count("window"))
-    fail(fmt::format("{}.window is required for a {} limiter (limit per window)", path,
-                     to_string(l.kind)));
-  l.span = l.kind == limit_kind::concurrent ? milliseconds{0} : entry.window;
-  with_key(path, [&] { validate_limit(l); });
-  out.push_back(std::move(l));
-}
-
-std::vector<limit> read_limits(const caf::settings& dict, const std::string& source) {
-  std::vector<limit> out;
-  for (const auto& [name, value] : dict) {
-    auto entry = caf::get_if<caf::settings>(&value);
-    if (!entry)
-      fail(fmt::format("{}.{}: expected a table such as {{kind=\"concurrent\", limit=5}}, got {}",
-                       limits_section, name, show(value, "")));
-    read_limit(name, *entry, source, out);
   }
   return out;
 }
@@ -439,17 +281,6 @@ std::string queues_reference() {
   return out + fmt::format("{}={{{}}}\n", q.name, entry);
 }
 
-std::string limits_reference() {
-  auto out = fmt::format("\n[{}]\n", limits_section);
-  out += "; limiters this node's tasks take by key: limit_guard(ctx, \"payments\"). None by "
-         "default.\n"
-         "; key={kind=..., limit=N, window=D}; the key is the limiter's in the whole area.\n";
-  for (const auto& opt : limit_options_table)
-    out += fmt::format(";   {}: {}\n", opt.key, opt.description);
-  return out + "; payments={kind=\"concurrent\", limit=5}\n"
-               "; partner-api={kind=\"window\", limit=100, window=1min}\n";
-}
-
 } // namespace
 
 const std::vector<option_info>& all_options() {
@@ -461,9 +292,7 @@ const std::vector<option_info>& all_options() {
     queue_options q;
     for (const auto& opt : queue_options_table)
       out.push_back({queues_section, opt.key, kind_of(opt.field(q)), opt.description});
-    limit_entry l;
-    for (const auto& opt : limit_options_table)
-      out.push_back({limits_section, opt.key, kind_of(opt.field(l)), opt.description});
+    append_limit_options(out);
     return out;
   }();
   return options;

@@ -8,10 +8,12 @@
 
 #include <caf/settings.hpp>
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace troupe::config::detail {
@@ -69,6 +71,26 @@ struct overflowing_duration {
   std::string spelling;
 };
 std::optional<overflowing_duration> find_overflowing_duration(std::string_view text);
+
+/// Where an option's value lives; its alternative is also the option's type.
+using field_ref = std::variant<std::string*, std::int32_t*, std::chrono::milliseconds*>;
+
+value_kind kind_of(const field_ref& field);
+
+/// A value as an error text shows it. A DSN's value is never shown, only its type: a password
+/// could hide in any shape of value.
+std::string show(const caf::config_value& value, std::string_view key);
+
+/// Stores `value` through `field`, or throws troupe::error(invalid_argument) naming `key` when
+/// it has the wrong type or range.
+void assign(const field_ref& field, const caf::config_value& value, const std::string& key);
+
+/// The limiters of a [limits] section (config/limits_section.cpp).
+std::vector<limit> read_limits(const caf::settings& dict, const std::string& source);
+/// The [limits] part of the reference file.
+std::string limits_reference();
+/// Adds a limiter table's keys to `out` (for all_options).
+void append_limit_options(std::vector<option_info>& out);
 
 /// Throws troupe::error(invalid_argument) with `what`.
 [[noreturn]] void fail(const std::string& what);
