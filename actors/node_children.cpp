@@ -4,6 +4,7 @@
 #include "actors/consumer.hpp"
 #include "actors/janitor.hpp"
 #include "actors/notify_listener.hpp"
+#include "actors/schedule_publisher.hpp"
 #include "actors/storage_actor.hpp"
 
 namespace troupe::actors {
@@ -97,6 +98,19 @@ std::vector<node_child> node_children(const node_options& options) {
        }
        return caf::actor_cast<caf::actor>(spawn_janitor(sys, std::move(js)));
      }});
+  // Publishes the area's due schedules, on a connection of its own; a restarted one goes on
+  // where the schedules' rows say (each occurrence is published once, whoever ticks).
+  if (options.scheduler.enabled)
+    table.push_back({"the scheduler", starts::with_node, on_death::restart, stops::exit,
+                     [](caf::actor_system& sys, node_context& n, bool) {
+                       scheduler_options so;
+                       so.dsn = n.options.dsn;
+                       so.area = n.options.area;
+                       so.poll = n.options.scheduler.poll;
+                       so.batch = n.options.scheduler.batch;
+                       so.application_name = "troupe-node-scheduler";
+                       return caf::actor_cast<caf::actor>(spawn_schedule_publisher(sys, so));
+                     }});
   return table;
 }
 

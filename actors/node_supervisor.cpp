@@ -279,6 +279,8 @@ node_supervisor_actor::behavior_type supervisor_impl(supervisor_ptr self, node_o
                                            : n.options.name;
   for (const auto& q : n.options.queues)
     n.identity.queues.push_back(q.name);
+  if (n.tasks)
+    n.identity.tasks = n.tasks->names();
   st.children = node_children(n.options);
   for (auto& c : st.children)
     if (c.when == starts::with_node)

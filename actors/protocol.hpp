@@ -227,6 +227,9 @@ using batcher_actor =
 using janitor_actor = caf::typed_actor<caf::reacts_to<poll_atom>,
                                        caf::replies_to<reap_atom>::with<storage::reap_report>>;
 
+/// Publishes the area's due schedules on its own timer (actors/schedule_publisher.hpp).
+using schedule_publisher_actor = caf::typed_actor<caf::reacts_to<poll_atom>>;
+
 /// The root of one worker node (actors/node_supervisor.hpp): the public node_actor, plus what
 /// its children and tests tell it.
 using node_supervisor_actor = node_actor::extend<

@@ -5,6 +5,7 @@
 #include "cli/command_line.hpp"
 #include "troupe/error.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -67,6 +68,15 @@ std::int64_t parse_count(std::string_view text, std::string_view option);
 std::string parse_message_id(std::string_view text, std::string_view what);
 /// A queue name, checked by the rule every part of Troupe uses (troupe::validate_queue_name).
 std::string parse_queue(std::string_view text);
+
+/// A duration: a whole number and a unit (ms, s, min, h, d), such as "90s" or "5min".
+std::chrono::milliseconds parse_duration(std::string_view text, std::string_view option);
+/// An ISO-8601 time with its offset ("2026-12-01T02:30:00Z", "...+01:00"), in Unix ms.
+std::int64_t parse_time(std::string_view text, std::string_view option);
+
+/// `troupe schedule SUB ...` and `troupe scheduler ...` (cli/schedule_options.cpp).
+void parse_schedule_options(argument_cursor& cur, command_line& cl);
+void parse_scheduler_options(argument_cursor& cur, command_line& cl);
 
 /// The options of `troupe states` (cli/states_command.cpp), after the verb.
 void parse_states_options(argument_cursor& cur, command_line& cl);

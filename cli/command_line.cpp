@@ -296,6 +296,10 @@ command_line parse_command_line(const std::vector<std::string_view>& args, const
     parse_states_options(cur, cl);
   } else if (verb_name == "history") {
     parse_history_options(cur, cl);
+  } else if (verb_name == "schedule") {
+    parse_schedule_options(cur, cl);
+  } else if (verb_name == "scheduler") {
+    parse_scheduler_options(cur, cl);
   } else {
     std::string name(verb_name);
     if (verb_name == "failed" && !cur.done() && is_help(split_option(cur.peek()).name)) {

@@ -5,8 +5,10 @@
 
 #include "troupe/admin_records.hpp"
 #include "troupe/area.hpp"
+#include "troupe/schedule_records.hpp"
 #include "troupe/state_records.hpp"
 
+#include <chrono>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -23,31 +25,38 @@ public:
 
 /// What the user asked for.
 enum class verb {
-  help,           ///< print the usage text
-  version,        ///< print Troupe's version
-  init,           ///< create the area (apply every migration)
-  upgrade,        ///< apply the migrations an initialized area lacks
-  sql_init,       ///< print the SQL that creates the area
-  sql_upgrade,    ///< print the SQL that upgrades the area from `from_version`
-  sql_grants,     ///< print the GRANTs of `roles`
-  stats,          ///< per-queue counts
-  pause,          ///< pause `target` (a queue)
-  resume,         ///< resume `target` (a queue)
-  queue_status,   ///< whether `target` (or every known queue) is paused
-  cancel,         ///< cancel `target` (a message id), or what `filter` matches
-  cancel_status,  ///< `target`'s state and whether its cancel was requested
-  failed_list,    ///< a page of failed messages
-  failed_show,    ///< one failed message (`payload`: with its arguments and options)
-  retry,          ///< retry failed message `target`, or what `filter` matches
-  purge,          ///< delete finished rows older than `older_than` (`filter.states`)
-  recover,        ///< put back the messages of dead nodes now
-  flush,          ///< delete the queued messages of `filter.queue` (`yes` given)
-  states,         ///< `target`'s state, or a page (or the count) of what `states` matches
-  history_list,   ///< a page of `target`'s attempts after `after_attempt`
-  history_purge,  ///< delete attempt records older than `max_age`
-  history_on,     ///< turn the area's attempt history on
-  history_off,    ///< turn it off
-  history_status, ///< whether it is on
+  help,             ///< print the usage text
+  version,          ///< print Troupe's version
+  init,             ///< create the area (apply every migration)
+  upgrade,          ///< apply the migrations an initialized area lacks
+  sql_init,         ///< print the SQL that creates the area
+  sql_upgrade,      ///< print the SQL that upgrades the area from `from_version`
+  sql_grants,       ///< print the GRANTs of `roles`
+  stats,            ///< per-queue counts
+  pause,            ///< pause `target` (a queue)
+  resume,           ///< resume `target` (a queue)
+  queue_status,     ///< whether `target` (or every known queue) is paused
+  cancel,           ///< cancel `target` (a message id), or what `filter` matches
+  cancel_status,    ///< `target`'s state and whether its cancel was requested
+  failed_list,      ///< a page of failed messages
+  failed_show,      ///< one failed message (`payload`: with its arguments and options)
+  retry,            ///< retry failed message `target`, or what `filter` matches
+  purge,            ///< delete finished rows older than `older_than` (`filter.states`)
+  recover,          ///< put back the messages of dead nodes now
+  flush,            ///< delete the queued messages of `filter.queue` (`yes` given)
+  states,           ///< `target`'s state, or a page (or the count) of what `states` matches
+  history_list,     ///< a page of `target`'s attempts after `after_attempt`
+  history_purge,    ///< delete attempt records older than `max_age`
+  history_on,       ///< turn the area's attempt history on
+  history_off,      ///< turn it off
+  history_status,   ///< whether it is on
+  schedule_create,  ///< create `schedule`
+  schedule_list,    ///< every schedule, without arguments
+  schedule_show,    ///< schedule `target` with its arguments and `runs` next runs
+  schedule_enable,  ///< enable schedule `target`
+  schedule_disable, ///< disable schedule `target`
+  schedule_delete,  ///< delete schedule `target`
+  scheduler,        ///< publish the area's due occurrences: once, or every `poll`
 };
 
 /// One parsed and validated command line.
@@ -86,6 +95,13 @@ struct command_line {
   /// `--after` of history list (an attempt id), `--max-age` of history purge.
   std::optional<std::int64_t> after_attempt;
   std::string max_age;
+  /// The schedule of `schedule create`, and how many next runs `schedule show` lists (--runs).
+  schedule_spec schedule;
+  int runs = 5;
+  /// `troupe scheduler`: --once, --poll and --batch.
+  bool once = false;
+  std::chrono::milliseconds poll{1000};
+  std::int32_t batch = 100;
 };
 
 /// Parses `args` (argv without the program name). `env_dsn` is $TROUPE_DSN, or nullptr when it

@@ -39,4 +39,12 @@ int run_states(const command_line& cl, std::ostream& out, std::ostream& err);
 /// `troupe history list|purge|enable|disable|status` (cli/history_command.cpp), as JSON.
 int run_history(const command_line& cl, std::ostream& out);
 
+/// `troupe schedule create|list|show|enable|disable|delete` (cli/schedule_command.cpp), as
+/// JSON. Returns 1 when the schedule named is missing.
+int run_schedule(const command_line& cl, std::ostream& out, std::ostream& err);
+
+/// `troupe scheduler`: one tick (--once, its occurrences as JSON), or ticks until SIGTERM or
+/// SIGINT, one JSON line per occurrence.
+int run_scheduler(const command_line& cl, std::ostream& out);
+
 } // namespace troupe::cli

@@ -69,6 +69,19 @@ Verbs:
                               a message's attempts (one per started execution)
   history purge --max-age I   delete attempt records that started more than the
                               PostgreSQL interval I ago
+  schedule create NAME --task T (--every D | --cron EXPR [--time-zone TZ])
+         [--queue Q] [--args JSON] [--options JSON] [--priority N] [--start-at TIME]
+         [--overlap allow|skip] [--catch-up coalesce|none] [--jitter D] [--disabled]
+                              create a schedule (D: 500ms, 90s, 5min, 2h, 1d; TIME:
+                              ISO-8601 with its offset)
+  schedule list               every schedule, without arguments
+  schedule show NAME [--runs N]
+                              one schedule with its arguments and next N runs
+  schedule enable|disable|delete NAME
+                              enable, disable or delete a schedule
+  scheduler [--once] [--poll D] [--batch N]
+                              publish the due occurrences every D (default 1s) until
+                              SIGTERM or SIGINT, or once (--once) with a report
   help                        print this help
   version                     print Troupe's version
 
@@ -90,6 +103,12 @@ Exit status: 0 success, 1 runtime or database error, 2 usage error.
 /// before libpq can quote pieces of it.
 void report(std::string_view message) {
   std::cerr << "troupe: " << troupe::cli::terminal_safe(message) << '\n';
+}
+
+bool is_schedule(troupe::cli::verb v) {
+  using troupe::cli::verb;
+  return v == verb::schedule_create || v == verb::schedule_list || v == verb::schedule_show ||
+         v == verb::schedule_enable || v == verb::schedule_disable || v == verb::schedule_delete;
 }
 
 bool is_history(troupe::cli::verb v) {
@@ -124,7 +143,10 @@ int run(const troupe::cli::command_line& cl) {
   default: {
     auto status = cl.what == verb::states ? troupe::cli::run_states(cl, std::cout, std::cerr)
                   : is_history(cl.what)   ? troupe::cli::run_history(cl, std::cout)
-                                          : troupe::cli::run_operation(cl, std::cout, std::cerr);
+                  : is_schedule(cl.what)  ? troupe::cli::run_schedule(cl, std::cout, std::cerr)
+                  : cl.what == verb::scheduler
+                    ? troupe::cli::run_scheduler(cl, std::cout)
+                    : troupe::cli::run_operation(cl, std::cout, std::cerr);
     if (!std::cout.flush()) {
       report("cannot write to standard output");
       return exit_failure;

@@ -24,6 +24,8 @@ using std::chrono::milliseconds;
 value_kind kind_of(const field_ref& field) {
   if (std::holds_alternative<std::string*>(field))
     return value_kind::string;
+  if (std::holds_alternative<bool*>(field))
+    return value_kind::boolean;
   return std::holds_alternative<std::int32_t*>(field) ? value_kind::integer : value_kind::duration;
 }
 
@@ -47,6 +49,11 @@ void assign(const field_ref& field, const caf::config_value& value, const std::s
         *i > std::numeric_limits<std::int32_t>::max())
       fail(fmt::format("{}: {} is out of range", key, *i));
     **out = static_cast<std::int32_t>(*i);
+  } else if (auto out = std::get_if<bool*>(&field)) {
+    auto b = caf::get_if<bool>(&value);
+    if (!b)
+      fail(fmt::format("{}: expected true or false, got {}", key, show(value, key)));
+    **out = *b;
   } else {
     auto* d = std::get<milliseconds*>(field);
     if (auto i = caf::get_if<caf::config_value::integer>(&value)) {
@@ -136,6 +143,13 @@ constexpr section_option section_options[] = {
    "the janitor vacuums the queue table past this many dead row versions plus 2 % of its live "
    "rows (0 never)",
    [](settings& s) -> field_ref { return &s.node.vacuum_dead_rows; }},
+  {"schedules", "enabled",
+   "whether this node runs a scheduler, publishing the area's due schedules (docs/scheduler.md)",
+   [](settings& s) -> field_ref { return &s.node.scheduler.enabled; }},
+  {"schedules", "poll", "duration: how often the scheduler looks for due schedules (10ms to 1h)",
+   [](settings& s) -> field_ref { return &s.node.scheduler.poll; }},
+  {"schedules", "batch", "schedules one tick of the scheduler takes at most (1 to 1000)",
+   [](settings& s) -> field_ref { return &s.node.scheduler.batch; }},
   {"logging", "level", "trace, debug, info, warn, error, critical or off",
    [](settings& s) -> field_ref { return &s.logging.level; }},
   {"logging", "format", "log line format; only \"text\" so far",
@@ -265,6 +279,8 @@ std::string format_value(const field_ref& field) {
     return fmt::format("\"{}\"", **s);
   if (auto i = std::get_if<std::int32_t*>(&field))
     return std::to_string(**i);
+  if (auto b = std::get_if<bool*>(&field))
+    return **b ? "true" : "false";
   return format_duration(*std::get<milliseconds*>(field));
 }
 
@@ -318,6 +334,8 @@ std::string_view expected_text(value_kind kind) {
     return "a string";
   case value_kind::integer:
     return "an integer";
+  case value_kind::boolean:
+    return "true or false";
   default:
     return "a duration such as 30s, 500ms or 2min (or an integer of milliseconds)";
   }

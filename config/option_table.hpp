@@ -26,6 +26,8 @@ enum class value_kind {
   integer,
   /// A CAF timespan (30s, 500ms, 2min) or an integer of milliseconds; whole milliseconds only.
   duration,
+  /// true or false.
+  boolean,
 };
 
 /// The section of per-queue tables: `[queues]` with `name={concurrency=2, ...}`.
@@ -73,7 +75,7 @@ struct overflowing_duration {
 std::optional<overflowing_duration> find_overflowing_duration(std::string_view text);
 
 /// Where an option's value lives; its alternative is also the option's type.
-using field_ref = std::variant<std::string*, std::int32_t*, std::chrono::milliseconds*>;
+using field_ref = std::variant<std::string*, std::int32_t*, std::chrono::milliseconds*, bool*>;
 
 value_kind kind_of(const field_ref& field);
 

@@ -95,6 +95,8 @@ private:
     caf::config_option_adder group{custom_options_, category};
     if (kind == value_kind::integer)
       group.add<caf::config_value::integer>(key, description);
+    else if (kind == value_kind::boolean)
+      group.add<bool>(key, description);
     else // durations too: CAF's timespan flags refuse plain milliseconds
       group.add<std::string>(key, description);
   }

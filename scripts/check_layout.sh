@@ -20,7 +20,7 @@ libpq=$(grep -rlE '#include *[<"]libpq-fe\.h[>"]' runtime actors config cli stor
   grep -v '^storage/')
 [ -z "$libpq" ] || fail "libpq-fe.h outside storage/: $(echo $libpq)"
 
-base='area|error|message|json|log|options|dsn|admin_records|state_records'
+base='area|error|message|json|log|options|dsn|admin_records|state_records|schedule_records'
 internal=$(grep -rnE '#include *[<"](troupe|runtime|actors|config|cli)/' storage |
   grep -vE "#include *[<\"]troupe/($base)\.hpp[>\"]")
 [ -z "$internal" ] || fail "storage/ includes more than the shared base:

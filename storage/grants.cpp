@@ -1,5 +1,6 @@
 #include "storage/grants.hpp"
 
+#include "storage/migrations.hpp"
 #include "storage/naming.hpp"
 #include "storage/statements.hpp"
 
@@ -42,19 +43,20 @@ GRANT SELECT ON {{t:groups}}, {{t:coordination}}, {{t:coordination_holds}} TO {r
 )";
 
 // Claiming, running and completing messages, publishing follow-ups, the node registry and its
-// janitor (recovery, retention, the finished counts), attempt history. Reads the pause and
-// history settings, never writes them.
+// janitor (recovery, retention, the finished counts), attempt history, and the scheduler (reads
+// schedules and moves them on). Reads the pause and history settings, never writes them.
 constexpr std::string_view node = R"(GRANT SELECT, INSERT, UPDATE, DELETE
    ON {{t:queue}}, {{t:nodes}}, {{t:deduplication}}, {{t:attempts}}, {{t:state_counts}},
       {{t:state_count_changes}} TO {role};
 GRANT SELECT ON {{t:queue_control}}, {{t:area_settings}} TO {role};
 GRANT SELECT, DELETE ON {{t:groups}}, {{t:group_members}}, {{t:coordination}},
       {{t:coordination_holds}} TO {role};
+GRANT SELECT, UPDATE ON {{t:schedules}} TO {role};
 )";
 
 // Everything the `troupe` verbs do to an area's rows: pause, cancel, retry, purge, flush,
-// recover, the states, the statistics and their recount, attempt history and its setting. No
-// DDL: init and upgrade stay with the area's owner.
+// recover, the states, the statistics and their recount, attempt history and its setting, the
+// schedules (`troupe schedule`). No DDL: init and upgrade stay with the area's owner.
 constexpr std::string_view operator_ = R"(GRANT SELECT, INSERT, UPDATE, DELETE
    ON {{t:queue}}, {{t:nodes}}, {{t:deduplication}}, {{t:attempts}}, {{t:state_counts}},
       {{t:state_count_changes}} TO {role};
@@ -62,6 +64,7 @@ GRANT SELECT, INSERT, UPDATE ON {{t:queue_control}} TO {role};
 GRANT SELECT, UPDATE ON {{t:area_settings}} TO {role};
 GRANT SELECT, DELETE ON {{t:groups}}, {{t:group_members}}, {{t:coordination}},
       {{t:coordination_holds}} TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON {{t:schedules}} TO {role};
 )";
 
 // The identity sequences of the tables a role inserts into (node ids, attempt ids).
@@ -89,8 +92,8 @@ std::string for_role(const area& a, std::string_view part, const std::string& ro
 } // namespace
 
 std::string grants_script(const area& a, const area_roles& roles) {
-  std::string out = fmt::format("-- Troupe grants for schema {} (prefix \"{}\"), migration 7.\n",
-                                a.schema, a.prefix);
+  std::string out = fmt::format("-- Troupe grants for schema {} (prefix \"{}\"), migration {}.\n",
+                                a.schema, a.prefix, latest_migration());
   out += "BEGIN;\n";
   if (!roles.producer.empty())
     out += "-- producer\n" + for_role(a, producer, roles.producer);

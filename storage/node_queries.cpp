@@ -2,6 +2,7 @@
 #include "storage/migrations.hpp"
 #include "storage/naming.hpp"
 #include "storage/queries.hpp"
+#include "storage/schedules.hpp"
 #include "troupe/error.hpp"
 
 #include <fmt/format.h>
@@ -30,7 +31,10 @@ std::int32_t register_node(connection& conn, const statement_set& stmts, const n
   // without the features of the migrations it lacks (the listener says which).
   if (version != stmts.version())
     stmts.use_version(std::min(version, latest_migration()));
-  auto res = conn.run(stmts.get(sql::register_node), identity_params(who, stmts));
+  auto p = identity_params(who, stmts);
+  if (stmts.version() >= schedules_version)
+    p.push_back(array_literal(who.tasks));
+  auto res = conn.run(stmts.get(sql::register_node), p);
   return static_cast<std::int32_t>(res.int64(0, 0));
 }
 
@@ -38,6 +42,8 @@ bool reregister_node(connection& conn, const statement_set& stmts, const node_id
                      std::int32_t node_id) {
   auto p = identity_params(who, stmts);
   p.push_back(std::to_string(node_id));
+  if (stmts.version() >= schedules_version)
+    p.push_back(array_literal(who.tasks));
   return conn.run(stmts.get(sql::reregister_node), p).affected() > 0;
 }
 

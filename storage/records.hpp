@@ -163,6 +163,7 @@ struct node_identity {
   std::string host;
   std::int32_t pid = 0;
   std::vector<std::string> queues;
+  std::vector<std::string> tasks; // the task names it registered (recorded from migration 9 on)
 };
 
 } // namespace troupe::storage

@@ -93,6 +93,11 @@ void validate(const node_options& o) {
                         name, spelled(value)));
   require(o.vacuum_dead_rows >= 0,
           fmt::format("node.vacuum-dead-rows must not be negative, got {}", o.vacuum_dead_rows));
+  require(
+    o.scheduler.poll >= std::chrono::milliseconds(10) && o.scheduler.poll <= std::chrono::hours(1),
+    fmt::format("schedules.poll must be from 10ms to 1h, got {} ms", o.scheduler.poll.count()));
+  require(o.scheduler.batch >= 1 && o.scheduler.batch <= 1000,
+          fmt::format("schedules.batch must be from 1 to 1000, got {}", o.scheduler.batch));
   std::set<std::string> keys;
   for (const auto& l : o.limits) {
     validate_limit(l); // its error names the key

@@ -41,4 +41,13 @@ std::vector<std::string> task_registry::queues() const {
   return out;
 }
 
+std::vector<std::string> task_registry::names() const {
+  std::vector<std::string> out;
+  out.reserve(by_name_.size());
+  for (const auto& entry : by_name_)
+    out.push_back(entry.first);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 } // namespace troupe

@@ -1,11 +1,13 @@
 -- Statements on the nodes registry and node liveness.
 
 -- name: register_node
--- Registers a node and takes its liveness lock in the same statement, so no other node can see
--- the row without the lock held. Runs on the node's listener connection, which keeps the lock.
+-- Registers a node (from migration 9 on with the task names it registered, $6) and takes its
+-- liveness lock in the same statement, so no other node can see the row without the lock held. Runs on the node's listener connection, which keeps the lock.
 WITH n AS (
-  INSERT INTO {{t:nodes}} (name, host, pid, queues)
-  VALUES ($1, $2, $3, $4::text[])
+  INSERT INTO {{t:nodes}} (name, host, pid, queues) -- before 9
+  VALUES ($1, $2, $3, $4::text[]) -- before 9
+  INSERT INTO {{t:nodes}} (name, host, pid, queues, tasks) -- since 9
+  VALUES ($1, $2, $3, $4::text[], $6::text[]) -- since 9
   RETURNING node_id)
 SELECT n.node_id, pg_advisory_lock($5::integer, n.node_id)::text FROM n
 
@@ -13,9 +15,12 @@ SELECT n.node_id, pg_advisory_lock($5::integer, n.node_id)::text FROM n
 -- After the listener reconnects: take the node's lock again and restore its row if a janitor
 -- removed it meanwhile (its messages were then recovered, and their late completions are
 -- refused). Inserts a row (one affected row) exactly when the node had been declared dead.
+-- From migration 9 on, $7 holds the node's task names.
 WITH l AS (SELECT pg_advisory_lock($5::integer, $6::integer))
-INSERT INTO {{t:nodes}} (node_id, name, host, pid, queues) OVERRIDING SYSTEM VALUE
-SELECT $6, $1, $2, $3, $4::text[] FROM l
+INSERT INTO {{t:nodes}} (node_id, name, host, pid, queues) OVERRIDING SYSTEM VALUE -- before 9
+SELECT $6, $1, $2, $3, $4::text[] FROM l -- before 9
+INSERT INTO {{t:nodes}} (node_id, name, host, pid, queues, tasks) OVERRIDING SYSTEM VALUE -- since 9
+SELECT $6, $1, $2, $3, $4::text[], $7::text[] FROM l -- since 9
 ON CONFLICT (node_id) DO NOTHING
 
 -- name: holds_node_lock

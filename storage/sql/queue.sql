@@ -159,11 +159,16 @@ SELECT l.* FROM {{t:claim_limited}}($1::text, $2::integer, $3::integer) l
 -- moved: this transaction holds their locks. Returns one row per row marked. The rows of $3
 -- (the first ones in claim order, as many as the node has idle executors) started as soon as
 -- they were locked: their start is written now. The others wait, prefetched, and their node
--- writes their start later (mark_started, or with their outcome).
+-- writes their start later (mark_started, or with their outcome). From migration 8 on, a
+-- message taken under limits starts at the instant its limits counted it (limit_take leaves
+-- it in the setting troupe.limited_starts).
 UPDATE {{t:queue}}
    SET state = 'running', owner_node = $2, attempts = least(attempts + 1, 1000000000),
        cancel_requested = false, progress = NULL, -- since 5
-       started_at = CASE WHEN ctid = ANY ($3::tid[]) THEN now() END
+       started_at = CASE WHEN ctid = ANY ($3::tid[]) THEN now() END -- before 8
+       started_at = CASE WHEN ctid = ANY ($3::tid[]) -- since 8
+                         THEN coalesce((nullif(current_setting('troupe.limited_starts', true), '')::jsonb -- since 8
+                                        ->> message_id::text)::timestamptz, now()) END -- since 8
  WHERE ctid = ANY ($1::tid[]) AND state = 'queued'
    AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
 

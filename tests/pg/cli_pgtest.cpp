@@ -1,6 +1,7 @@
 #define CAF_SUITE cli
 #include <caf/test/unit_test.hpp>
 
+#include "cli_runner.hpp"
 #include "scratch_area.hpp"
 #include "storage/embedded_sql.hpp"
 #include "storage/migrations.hpp"
@@ -19,31 +20,8 @@ using namespace troupe;
 
 namespace {
 
-struct run_result {
-  int status = -1;
-  std::string out; // stdout and stderr together
-};
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s)
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs build/bin/troupe with `args` (already quoted as needed), after the environment
-// assignments `env` if any, and captures what it prints.
-run_result troupe_cli(const std::string& args, const std::string& env = "") {
-  auto cmd = env + shell_quote(testkit::sibling_binary("troupe")) + " " + args + " 2>&1";
-  run_result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (auto n = std::fread(buf, 1, sizeof buf, p))
-    r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testkit::shell_quote;
+using testkit::troupe_cli;
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -103,7 +81,10 @@ CAF_TEST(upgrade brings an area made by version 1 up to date and keeps its messa
   }
   auto up = troupe_cli(global + " upgrade --json");
   CAF_CHECK_EQUAL(up.status, 0);
-  CAF_CHECK(has(up.out, "\"applied\":[2,3,4,5,6,7]"));
+  std::string applied = "\"applied\":[2";
+  for (int v = 3; v <= storage::latest_migration(); ++v)
+    applied += "," + std::to_string(v);
+  CAF_CHECK(has(up.out, applied + "]"));
   CAF_CHECK_EQUAL(storage::current_version(conn, *stmts), storage::latest_migration());
   auto m = producer.enqueue(job(3), enqueue_options::deduplicated("k", std::chrono::seconds(60)));
   CAF_CHECK_EQUAL(

@@ -223,8 +223,8 @@ CAF_TEST(a bucket limit gives at most its limit per window and a window limit pe
   start_two_nodes();
   CAF_REQUIRE(all_done(15));
   // A rate limiter counts acquisitions, which happen when a node claims: a message under a
-  // limit is claimed only for an idle executor, and its row's start is written with the claim
-  // (the database's clock of the claim's transaction). Each message started once.
+  // limit is claimed only for an idle executor, and its row's start is the instant its limits
+  // counted it (migration 8). Each message started once.
   auto starts = fmt::format("(SELECT r.key, q.started_at AS at FROM {} r JOIN {} q "
                             "ON q.message_id::text = r.message_id)",
                             runs, area.queue_table());

@@ -467,3 +467,25 @@ CAF_TEST(help flags are reported to the caller) {
   auto s = load_from_string("[node]\nbogus=1\n", {"-h"});
   CAF_CHECK(s.help_printed);
 }
+
+CAF_TEST(the schedules section turns the scheduler of a node on and is checked) {
+  auto off = load_from_string("");
+  CAF_CHECK(!off.node.scheduler.enabled);
+  CAF_CHECK_EQUAL(off.node.scheduler.poll, std::chrono::seconds(1));
+  auto on = load_from_string("[schedules]\nenabled=true\npoll=250ms\nbatch=20\n");
+  CAF_CHECK(on.node.scheduler.enabled);
+  CAF_CHECK_EQUAL(on.node.scheduler.poll, std::chrono::milliseconds(250));
+  CAF_CHECK_EQUAL(on.node.scheduler.batch, 20);
+  auto flagged = load_from_string("", {"--schedules.enabled=true", "--schedules.poll=2s"});
+  CAF_CHECK(flagged.node.scheduler.enabled);
+  CAF_CHECK_EQUAL(flagged.node.scheduler.poll, std::chrono::seconds(2));
+  CHECK_ERROR_HAS(load_from_string("[schedules]\nenabled=\"yes\"\n"),
+                  "schedules.enabled: expected true or false");
+  CHECK_ERROR_HAS(load_from_string("[schedules]\npoll=1ms\n"),
+                  "schedules.poll must be from 10ms to 1h");
+  CHECK_ERROR_HAS(load_from_string("[schedules]\nbatch=0\n"),
+                  "schedules.batch must be from 1 to 1000");
+  CHECK_ERROR_HAS(load_from_string("[schedules]\nenable=true\n"),
+                  "unknown key \"schedules.enable\"");
+  CAF_CHECK(troupe::config::default_config_text().find("[schedules]") != std::string::npos);
+}

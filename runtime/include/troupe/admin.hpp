@@ -11,6 +11,7 @@
 
 #include "troupe/admin_records.hpp"
 #include "troupe/area.hpp"
+#include "troupe/schedule_records.hpp"
 #include "troupe/state_records.hpp"
 
 #include <chrono>
@@ -149,6 +150,26 @@ public:
   /// interval), incomplete ones too, in batches of 10,000; returns how many went. The queue's
   /// rows are left as they are.
   std::int64_t purge_history(const std::string& max_age);
+
+  // -- schedules (areas at version 9 or later; docs/scheduler.md) ---------------------------
+
+  /// Creates schedule `spec` (checked first: invalid_argument names the bad field) and returns
+  /// it as stored. constraint_violated when the name is taken: nothing is overwritten.
+  schedule_record create_schedule(const schedule_spec& spec);
+  /// Every schedule, by name, without arguments or options.
+  std::vector<schedule_record> schedules();
+  /// Schedule `name` with its arguments and options, or none.
+  std::optional<schedule_record> schedule(const std::string& name);
+  /// The next `count` occurrences (1 to 100) of schedule `name` from its next run on; not_found
+  /// when it does not exist.
+  std::vector<std::int64_t> upcoming_runs(const std::string& name, int count = 5);
+  /// Enables or disables schedule `name`; whether it exists (idempotent). Waits for a tick
+  /// that holds it. An enabled schedule whose occurrences passed while it was disabled follows
+  /// its catch-up policy at the next tick.
+  bool enable_schedule(const std::string& name);
+  bool disable_schedule(const std::string& name);
+  /// Deletes schedule `name`; whether it existed. Messages it published stay.
+  bool delete_schedule(const std::string& name);
 
   // -- retention and maintenance --------------------------------------------------------
 

@@ -32,6 +32,8 @@ inline constexpr std::int32_t completion_batch_size = 500;
 inline constexpr std::int32_t vacuum_dead_rows = 50'000;
 inline constexpr std::chrono::milliseconds reconnect_backoff_max{5000};
 inline constexpr std::chrono::milliseconds statement_timeout{20000};
+inline constexpr std::chrono::milliseconds schedule_poll{1000};
+inline constexpr std::int32_t schedule_batch = 100;
 } // namespace defaults
 
 /// How one queue is consumed on this node.
@@ -43,6 +45,17 @@ struct queue_options {
   std::int32_t prefetch = defaults::prefetch;
   /// The claim poll that backs up notifications (jittered by up to 10 %).
   std::chrono::milliseconds poll_interval = defaults::poll_interval;
+};
+
+/// The node's scheduler ([schedules] in troupe.ini; docs/scheduler.md): off by default. Any
+/// number of nodes (and `troupe scheduler` processes) may run one on an area: each occurrence is
+/// published once.
+struct schedule_runner_options {
+  bool enabled = false;
+  /// How often it looks for due schedules (10 ms to 1 h).
+  std::chrono::milliseconds poll = defaults::schedule_poll;
+  /// Schedules one tick takes at most (1 to 1,000).
+  std::int32_t batch = defaults::schedule_batch;
 };
 
 /// Everything a worker node needs besides its tasks.
@@ -93,6 +106,8 @@ struct node_options {
   /// (limit_guard(ctx, "payments"), declared_limit), so that an operator sets its kind,
   /// capacity and window without a new build. Keys are unique.
   std::vector<limit> limits;
+  /// The scheduler this node runs, when enabled.
+  schedule_runner_options scheduler;
 };
 
 /// Throws troupe::error(invalid_argument) naming the first setting that breaks a rule: every

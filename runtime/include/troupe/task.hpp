@@ -342,6 +342,8 @@ public:
 
   /// The queues the registered tasks use, sorted, without duplicates.
   std::vector<std::string> queues() const;
+  /// The names of the registered tasks, sorted.
+  std::vector<std::string> names() const;
 
   std::size_t size() const noexcept { return by_name_.size(); }
 
