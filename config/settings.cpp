@@ -95,9 +95,7 @@ private:
     caf::config_option_adder group{custom_options_, category};
     if (kind == value_kind::integer)
       group.add<caf::config_value::integer>(key, description);
-    else if (kind == value_kind::boolean)
-      group.add<bool>(key, description);
-    else // durations too: CAF's timespan flags refuse plain milliseconds
+    else // durations and booleans too: CAF's timespan flags refuse plain milliseconds
       group.add<std::string>(key, description);
   }
 
@@ -118,6 +116,12 @@ void parse_duration_flag(caf::config_value& value, std::string_view key) {
     value = std::move(*parsed);
 }
 
+/// Boolean flags arrive as text too ("true", "false"); other text is reported by assign().
+void parse_boolean_flag(caf::config_value& value) {
+  if (auto text = caf::get_if<std::string>(&value); text && (*text == "true" || *text == "false"))
+    value = *text == "true";
+}
+
 /// Does so for the duration flags in one section of the flags' tree ([queues] and [limits] nest
 /// by name).
 void parse_duration_flags(std::string_view section, caf::settings& dict) {
@@ -126,6 +130,8 @@ void parse_duration_flags(std::string_view section, caf::settings& dict) {
       parse_duration_flags(section, *child);
     else if (auto opt = find_option(section, key); opt && opt->kind == value_kind::duration)
       parse_duration_flag(value, fmt::format("{}.{}", section, key));
+    else if (opt && opt->kind == value_kind::boolean)
+      parse_boolean_flag(value);
   }
 }
 

@@ -7,7 +7,7 @@
 SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 
 -- name: schedule_create
--- A new schedule; no row (and nothing overwritten) when the name is taken.
+-- A new schedule, or no row (and nothing overwritten) when the name is taken.
 INSERT INTO {{t:schedules}} (name, task_name, queue_name, args, options, priority, interval_ms,
                              cron, time_zone, enabled, start_at, next_run, overlap, catch_up,
                              jitter_ms)
@@ -18,7 +18,7 @@ ON CONFLICT (name) DO NOTHING
 RETURNING schedule_id::text
 
 -- name: schedule_list
--- Every schedule by name, without arguments or options ($1: with them, for show; $2: one name,
+-- Every schedule by name, without arguments or options ($1: with them, for show, $2: one name,
 -- or NULL for all), with the names of the registered nodes that run its task.
 SELECT s.schedule_id::text, s.name, s.task_name, s.queue_name,
        CASE WHEN $1::boolean THEN s.args::text END, CASE WHEN $1::boolean THEN s.options::text END,
@@ -36,7 +36,7 @@ SELECT s.schedule_id::text, s.name, s.task_name, s.queue_name,
  ORDER BY s.name
 
 -- name: schedule_set_enabled
--- Enables or disables schedule $1; one row when it exists. Waits for a tick that holds it.
+-- Enables or disables schedule $1: one row when it exists. Waits for a tick that holds it.
 UPDATE {{t:schedules}} SET enabled = $2::boolean, updated_at = now() WHERE name = $1
 
 -- name: schedule_delete
@@ -44,7 +44,7 @@ DELETE FROM {{t:schedules}} WHERE name = $1
 
 -- name: schedule_due
 -- A tick's rows: up to $2 enabled schedules due at $1 (ms), earliest first, locked so that no
--- other scheduler takes them until this tick commits; the ones another tick holds are skipped.
+-- other scheduler takes them until this tick commits (the ones another tick holds are skipped).
 -- Per row, its occurrence (the due next_run, as UTC ISO-8601), the message id derived from the
 -- schedule and the occurrence, and whether its last message is still queued or running.
 SELECT s.schedule_id::text, s.name, s.task_name, s.queue_name, s.args::text, s.options::text,
