@@ -168,6 +168,8 @@ void flush(batcher_ptr self) {
         s.backoff = milliseconds{0};
         s.written += written;
         s.settled += sent;
+        if (s.settings.metrics)
+          s.settings.metrics->flushed(static_cast<std::size_t>(sent));
         if (s.isolate > 0)
           s.isolate -= sent;
         if (written < sent)

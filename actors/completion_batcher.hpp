@@ -2,6 +2,7 @@
 // statement per flush, checked against the owning node and delivery token.
 #pragma once
 
+#include "actors/node_metrics.hpp"
 #include "actors/protocol.hpp"
 
 #include <chrono>
@@ -15,6 +16,8 @@ struct batcher_settings {
   std::chrono::milliseconds flush_interval{2};
   /// ...or as soon as this many are held.
   std::int32_t batch_size = 500;
+  /// Where it counts its batch sizes (none: not counted).
+  std::shared_ptr<node_metrics> metrics;
 };
 
 /// Spawns the batcher. One flush is in flight at a time; what arrives meanwhile forms the next

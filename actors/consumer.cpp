@@ -31,6 +31,12 @@ void started(consumer_ptr self, std::size_t i) {
   s.started = steady_clock::now();
   s.start_written = false;
   s.deadline = s.started + limit;
+  if (const auto& metrics = st.settings.metrics) {
+    // From when the message became ready (published, or its eta) to now, on the wall clock.
+    auto now_ms = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+    metrics->attempt_started(st.settings.metrics_queue, s.running->task,
+                             now_ms - std::max(s.running->enqueued_at_ms, s.running->eta_ms));
+  }
   arm_limit_timer(self, i);
   arm_starts_timer(self);
 }
@@ -68,6 +74,7 @@ void dispatch(consumer_ptr self) {
   for (auto i : st.slots->assign(st.ready, !st.stopping))
     started(self, i);
   st.slots->flush();
+  st.note_load();
 }
 
 void send_outcome(consumer_ptr self, storage::outcome out) {
@@ -81,8 +88,14 @@ namespace {
 // Settles slot `i`'s running attempt with `out` (from its executor, or an abandonment).
 void settle(consumer_ptr self, std::size_t i, storage::outcome out) {
   auto& st = self->state;
-  auto claim = st.slots->finish_running(i).claim;
+  auto finished = st.slots->finish_running(i);
+  auto claim = finished.claim;
   ++st.executed;
+  if (st.settings.metrics) {
+    st.settings.metrics->attempt_finished(st.settings.metrics_queue, finished.task, out.state,
+                                          out.ran_ms);
+    st.note_load();
+  }
   st.cancels->forget(out.id);
   if (st.claims.rolled_back(claim)) {
     log().info("dropping the outcome of message {}: its claim was rolled back queue={}", out.id,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "actors/executor.hpp"
+#include "actors/node_metrics.hpp"
 #include "actors/protocol.hpp"
 #include "troupe/node_options.hpp"
 #include "troupe/task.hpp"
@@ -37,6 +38,10 @@ struct consumer_settings {
   /// Where its tasks' limit guards go (the node's limiter actor); none: a guard refuses to
   /// work (tests without a node).
   std::shared_ptr<coordination_port> coordination;
+  /// Where it records its attempts, claims and load (none: not recorded), and its queue's index
+  /// there.
+  std::shared_ptr<node_metrics> metrics;
+  int metrics_queue = -1;
 };
 
 /// Spawns the consumer of one queue. It claims up to its free slots (concurrency + prefetch

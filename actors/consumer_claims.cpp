@@ -197,16 +197,20 @@ void on_locked(consumer_ptr self, std::uint64_t claim,
                st.settings.queue.name);
     return; // the recovery after it hands back whatever it took
   }
+  if (st.settings.metrics)
+    st.settings.metrics->claimed(st.settings.metrics_queue, msgs.size());
   for (auto& m : msgs) {
     m.claim = claim;
     st.ready.push(std::move(m));
   }
+  st.note_load();
   if (!st.stopping) // else they are handed back once the claim is written (also when paused)
     dispatch(self);
 }
 
 void maybe_claim(consumer_ptr self) {
   auto& st = self->state;
+  st.note_load();
   if (st.stopping || !st.lock_held)
     return; // without the liveness lock, nothing is claimed (and no recovery runs)
   if (st.paused && st.claims.state() != claim_tracker::phase::must_recover)

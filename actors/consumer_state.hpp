@@ -60,6 +60,12 @@ struct consumer_state {
     std::uniform_int_distribution<long> d(-spread, spread);
     return base + std::chrono::milliseconds{d(rng)};
   }
+  // What it runs and holds ready now, for the metrics (a gauge as of its latest event).
+  void note_load() const {
+    if (settings.metrics)
+      settings.metrics->set_load(settings.metrics_queue, slots->running(),
+                                 slots->queued() + static_cast<std::int64_t>(ready.size()));
+  }
   consumer_report report() {
     std::erase_if(abandoned, [](const std::unique_ptr<executor>& e) { return !e->busy(); });
     return consumer_report{settings.queue.name, executed, released, slots->running(),

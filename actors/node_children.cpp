@@ -12,8 +12,12 @@ namespace troupe::actors {
 namespace {
 
 storage_settings storage_config(const node_context& n, std::string application_name) {
-  return storage_settings{n.options.dsn, n.statements, std::move(application_name),
-                          defaults::reconnect_backoff_max, n.options.statement_timeout};
+  return storage_settings{n.options.dsn,
+                          n.statements,
+                          std::move(application_name),
+                          defaults::reconnect_backoff_max,
+                          n.options.statement_timeout,
+                          n.metrics};
 }
 
 const queue_options& queue_of(const node_context& n, const std::string& name) {
@@ -55,7 +59,7 @@ std::vector<node_child> node_children(const node_options& options) {
                      n.batcher = spawn_completion_batcher(
                        sys,
                        batcher_settings{n.node_id, n.storage, n.options.completion_flush_interval,
-                                        n.options.completion_batch_size});
+                                        n.options.completion_batch_size, n.metrics});
                      return caf::actor_cast<caf::actor>(n.batcher);
                    }});
   // Serves the guards of the node's tasks and the application's actors (limiter_actor); a
@@ -77,6 +81,10 @@ std::vector<node_child> node_children(const node_options& options) {
         consumer_settings cs{queue_of(n, name),          n.node_id, n.tasks, n.storage,  n.batcher,
                              n.options.time_limit_grace, replacing, {},      n.lock_held};
         cs.coordination = n.guards;
+        if (n.metrics) {
+          cs.metrics = n.metrics;
+          cs.metrics_queue = n.metrics->queue_index(name);
+        }
         return caf::actor_cast<caf::actor>(spawn_consumer(sys, std::move(cs)));
       }};
     c.queue = q.name;

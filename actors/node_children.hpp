@@ -3,7 +3,9 @@
 #pragma once
 
 #include "actors/limiter.hpp"
+#include "actors/node_metrics.hpp"
 #include "actors/protocol.hpp"
+#include "http/http_server.hpp"
 #include "storage/statements.hpp"
 
 #include <chrono>
@@ -31,6 +33,9 @@ struct node_context {
   /// The node's limiter actor (once registered), and the port its tasks' guards use.
   limiter_actor limiter;
   std::shared_ptr<limiter_port> guards;
+  /// The node's metrics and the endpoint serving them ([metrics] enabled; else none).
+  std::shared_ptr<node_metrics> metrics;
+  std::shared_ptr<http::server> metrics_server;
 };
 
 /// One row of the table.

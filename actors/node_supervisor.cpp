@@ -42,6 +42,7 @@ struct supervisor_state {
     node_report r;
     r.node_id = node.node_id;
     r.name = node.identity.name;
+    r.metrics_port = node.metrics_server ? node.metrics_server->port() : 0;
     return r;
   }
   std::vector<node_child*> consumers() {
@@ -54,6 +55,50 @@ struct supervisor_state {
 };
 
 using supervisor_ptr = node_supervisor_actor::stateful_pointer<supervisor_state>;
+
+// The node's name in the registry, its logs and its metrics: its configured one, else host:pid.
+std::string node_name_of(const node_options& options) {
+  if (!options.name.empty())
+    return options.name;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return std::string(host) + ":" + std::to_string(::getpid());
+}
+
+// What a node with [metrics] enabled records into, and the endpoint serving it.
+struct metrics_endpoint {
+  std::shared_ptr<node_metrics> metrics;
+  std::shared_ptr<http::server> server;
+};
+
+// Starts the endpoint before the node exists, so that an address that cannot be bound is the
+// spawn's error (invalid_argument naming it), not a node that runs unobserved.
+metrics_endpoint start_metrics(const node_options& options, const task_registry* tasks) {
+  metrics_endpoint out;
+  if (!options.metrics.enabled)
+    return out;
+  std::vector<std::string> queues;
+  for (const auto& q : options.queues)
+    queues.push_back(q.name);
+  auto name = node_name_of(options);
+  out.metrics = std::make_shared<node_metrics>(name, queues,
+                                               tasks ? tasks->names() : std::vector<std::string>{});
+  out.server = std::make_shared<http::server>(1);
+  auto metrics = out.metrics;
+  out.server->get("/metrics", [metrics](const http::request&) {
+    return http::response{200, "text/plain; version=0.0.4; charset=utf-8", metrics->render(), {}};
+  });
+  try {
+    out.server->start(http::listen_address{options.metrics.bind, options.metrics.port});
+  } catch (const error& e) {
+    throw error(errc::invalid_argument, std::string("metrics: ") + e.what());
+  }
+  log().info("node metrics on http://{}:{}/metrics name={}",
+             options.metrics.bind.find(':') != std::string::npos ? "[" + options.metrics.bind + "]"
+                                                                 : options.metrics.bind,
+             out.server->port(), name);
+  return out;
+}
 
 void spawn_child(supervisor_ptr self, node_child& c, bool replacing) {
   c.handle = c.spawn(self->system(), self->state.node, replacing);
@@ -138,6 +183,7 @@ void deliver_stop(supervisor_ptr self) {
     run_node_hooks(self, false);
   st.final_report.node_id = st.node.node_id;
   st.final_report.name = st.node.identity.name;
+  st.final_report.metrics_port = st.node.metrics_server ? st.node.metrics_server->port() : 0;
   log().info("node stopped node={} executed={} released={} abandoned={}", st.node.node_id,
              st.final_report.executed, st.final_report.released, st.final_report.abandoned);
   answer_ready_waiters(self, make_caf_error(errc::shutting_down, "the node stopped"));
@@ -264,19 +310,21 @@ void on_child_down(supervisor_ptr self, caf::down_msg& dm) {
 }
 
 node_supervisor_actor::behavior_type supervisor_impl(supervisor_ptr self, node_options options,
-                                                     std::shared_ptr<const task_registry> tasks) {
+                                                     std::shared_ptr<const task_registry> tasks,
+                                                     metrics_endpoint endpoint) {
   auto& st = self->state;
   auto& n = st.node;
   n.options = std::move(options);
   n.tasks = std::move(tasks);
   n.statements = storage::make_statement_set(n.options.area);
   n.node = caf::actor_cast<node_supervisor_actor>(self);
+  n.metrics = std::move(endpoint.metrics);
+  n.metrics_server = std::move(endpoint.server);
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   n.identity.host = host;
   n.identity.pid = static_cast<std::int32_t>(::getpid());
-  n.identity.name = n.options.name.empty() ? n.identity.host + ":" + std::to_string(n.identity.pid)
-                                           : n.options.name;
+  n.identity.name = node_name_of(n.options);
   for (const auto& q : n.options.queues)
     n.identity.queues.push_back(q.name);
   if (n.tasks)
@@ -425,7 +473,8 @@ node_supervisor_actor::behavior_type supervisor_impl(supervisor_ptr self, node_o
 node_supervisor_actor spawn_node_supervisor(caf::actor_system& sys, node_options options,
                                             std::shared_ptr<const task_registry> tasks) {
   validate(options);
-  return sys.spawn(supervisor_impl, std::move(options), std::move(tasks));
+  auto endpoint = start_metrics(options, tasks.get());
+  return sys.spawn(supervisor_impl, std::move(options), std::move(tasks), std::move(endpoint));
 }
 
 } // namespace troupe::actors

@@ -57,6 +57,8 @@ struct storage_state {
       return failed(e);
     } catch (const std::exception& e) {
       log().error("storage request failed unexpectedly: {}", e.what());
+      if (settings.metrics)
+        settings.metrics->storage_error(errc::bug);
       return make_caf_error(errc::bug, e.what());
     }
   }
@@ -69,6 +71,8 @@ struct storage_state {
         next_attempt = std::chrono::steady_clock::now();
     }
     log().warn("storage request failed: {}", e.what());
+    if (settings.metrics)
+      settings.metrics->storage_error(e.code());
     return make_caf_error(e.code(), e.what());
   }
 };

@@ -2,6 +2,7 @@
 // that spreads requests over a supervised pool of them.
 #pragma once
 
+#include "actors/node_metrics.hpp"
 #include "actors/protocol.hpp"
 #include "storage/statements.hpp"
 
@@ -18,6 +19,8 @@ struct storage_settings {
   std::chrono::milliseconds reconnect_backoff_max{5000};
   /// The connection's statement_timeout; zero leaves the server's.
   std::chrono::milliseconds statement_timeout{0};
+  /// Where failed requests are counted by kind (none: not counted).
+  std::shared_ptr<node_metrics> metrics;
 };
 
 /// Spawns one detached storage actor. It opens its connection lazily and, after a loss, again

@@ -132,8 +132,12 @@ task_registry bench_context::noop_tasks(task_probe& probe) {
 }
 
 std::int64_t bench_context::with_node(const area& where, task_probe& probe,
-                                      const std::function<void()>& body) {
-  worker_node node(node_settings(where), noop_tasks(probe));
+                                      const std::function<void()>& body,
+                                      const std::function<void(node_options&)>& adjust) {
+  auto settings = node_settings(where);
+  if (adjust)
+    adjust(settings);
+  worker_node node(std::move(settings), noop_tasks(probe));
   run_summary summary;
   std::thread runner([&] { summary = node.run(); });
   std::exception_ptr failure;

@@ -55,6 +55,8 @@ const std::vector<std::pair<std::string, scenario_fn>>& scenarios() {
     {"limits", run_limits},
     {"pipeline", run_pipeline},
     {"group", run_group},
+    {"exporter", run_exporter_scrape},
+    {"metrics", run_metrics_overhead},
   };
   return all;
 }

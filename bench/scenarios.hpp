@@ -85,7 +85,8 @@ public:
 
   /// Runs a node in this process on `where`: `body` runs once the node is registered, and the
   /// node stops when it returns. Returns the messages the node executed.
-  std::int64_t with_node(const area& where, task_probe& probe, const std::function<void()>& body);
+  std::int64_t with_node(const area& where, task_probe& probe, const std::function<void()>& body,
+                         const std::function<void(node_options&)>& adjust = {});
 
   /// A fresh area for `scenario` at schema version `version` (migrations up to it only).
   area area_at_version(const std::string& scenario, int version);
@@ -105,6 +106,13 @@ private:
 /// Quoted table name of area `where` (its queue table), for the benchmark's own SQL.
 std::string queue_table(const area& where);
 
+/// Adds `n` finished rows of queue "bench" by plain SQL, published over the week before the last
+/// hour (older history), or in the last hour (`recent`): four tasks, 90 % done, 8 % failed, 2 %
+/// cancelled. The area's counts learn of them through admin::recount_stats.
+void fill_history(storage::connection& conn, const area& where, std::int64_t n, bool recent);
+/// Adds `n` messages of queue "bench" queued for tomorrow, by plain SQL.
+void fill_live(storage::connection& conn, const area& where, std::int64_t n);
+
 scenario_result run_enqueue_single(bench_context& ctx);
 scenario_result run_enqueue_batch(bench_context& ctx);
 scenario_result run_enqueue_tx(bench_context& ctx);
@@ -118,6 +126,8 @@ scenario_result run_states_vs_history(bench_context& ctx);
 scenario_result run_limits(bench_context& ctx);
 scenario_result run_pipeline(bench_context& ctx);
 scenario_result run_group(bench_context& ctx);
+scenario_result run_exporter_scrape(bench_context& ctx);
+scenario_result run_metrics_overhead(bench_context& ctx);
 
 /// The `node` subcommand: a worker node with the no-op task until SIGTERM (for `memory`).
 int run_node_command(const bench_options& options, const std::string& schema);

@@ -19,13 +19,6 @@
 
 namespace troupe::bench {
 
-namespace {
-
-using clock_type = std::chrono::steady_clock;
-
-constexpr std::int64_t recent_rows = 2'000; // finished in the last hour, at both sizes
-constexpr std::int64_t live_rows = 1'000;   // queued and running
-
 /// Adds `n` finished rows published over the week before the last hour (older history), or in
 /// the last hour (`recent`): four tasks, 90 % done, 8 % failed, 2 % cancelled.
 void fill_history(storage::connection& conn, const area& where, std::int64_t n, bool recent) {
@@ -47,13 +40,20 @@ void fill_history(storage::connection& conn, const area& where, std::int64_t n, 
     n));
 }
 
-void fill_live(storage::connection& conn, const area& where) {
+void fill_live(storage::connection& conn, const area& where, std::int64_t n) {
   conn.exec(fmt::format(
     "INSERT INTO {} (message_id, queue_name, task_name, args, state, eta) "
     "SELECT gen_random_uuid(), 'bench', (ARRAY['report.build', 'mail.send'])[1 + g % 2], "
     "jsonb_build_array(g), 'queued', now() + interval '1 day' FROM generate_series(1, {}) g",
-    queue_table(where), live_rows));
+    queue_table(where), n));
 }
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+constexpr std::int64_t recent_rows = 2'000; // finished in the last hour, at both sizes
+constexpr std::int64_t live_rows = 1'000;   // queued
 
 struct measured {
   double p50_ms = 0;
@@ -146,7 +146,7 @@ scenario_result run_states_vs_history(bench_context& ctx) {
   std::fprintf(stderr, "  states-vs-history: %lld finished rows\n", static_cast<long long>(small));
   fill_history(conn, where, recent_rows, true);
   fill_history(conn, where, small - recent_rows, false);
-  fill_live(conn, where);
+  fill_live(conn, where, live_rows);
   conn.exec("VACUUM ANALYZE " + queue_table(where));
   ops.recount_stats(); // the rows came by plain SQL: stats() counts them once recounted
   std::vector<measured> at_small;

@@ -77,6 +77,8 @@ std::int64_t parse_time(std::string_view text, std::string_view option);
 /// `troupe schedule SUB ...` and `troupe scheduler ...` (cli/schedule_options.cpp).
 void parse_schedule_options(argument_cursor& cur, command_line& cl);
 void parse_scheduler_options(argument_cursor& cur, command_line& cl);
+// cli/exporter_command.cpp
+void parse_exporter_options(argument_cursor& cur, command_line& cl);
 
 /// The options of `troupe states` (cli/states_command.cpp), after the verb.
 void parse_states_options(argument_cursor& cur, command_line& cl);

@@ -300,6 +300,9 @@ command_line parse_command_line(const std::vector<std::string_view>& args, const
     parse_schedule_options(cur, cl);
   } else if (verb_name == "scheduler") {
     parse_scheduler_options(cur, cl);
+  } else if (verb_name == "exporter") {
+    cl.what = verb::exporter;
+    parse_exporter_options(cur, cl);
   } else {
     std::string name(verb_name);
     if (verb_name == "failed" && !cur.done() && is_help(split_option(cur.peek()).name)) {

@@ -57,6 +57,7 @@ enum class verb {
   schedule_disable, ///< disable schedule `target`
   schedule_delete,  ///< delete schedule `target`
   scheduler,        ///< publish the area's due occurrences: once, or every `poll`
+  exporter,         ///< serve the area's queue metrics on `listen`
 };
 
 /// One parsed and validated command line.
@@ -102,6 +103,11 @@ struct command_line {
   bool once = false;
   std::chrono::milliseconds poll{1000};
   std::int32_t batch = 100;
+  /// `troupe exporter`: where it listens (--listen HOST:PORT) and the queues it reports
+  /// (--queue, repeatable; empty: every queue with messages or a pause record).
+  std::string listen_host = "127.0.0.1";
+  std::int32_t listen_port = 9480;
+  std::vector<std::string> queues;
 };
 
 /// Parses `args` (argv without the program name). `env_dsn` is $TROUPE_DSN, or nullptr when it

@@ -47,4 +47,8 @@ int run_schedule(const command_line& cl, std::ostream& out, std::ostream& err);
 /// SIGINT, one JSON line per occurrence.
 int run_scheduler(const command_line& cl, std::ostream& out);
 
+/// `troupe exporter` (cli/exporter_command.cpp): serves the area's queue metrics on /metrics
+/// until SIGTERM or SIGINT; one JSON line when it listens, one when it stops.
+int run_exporter(const command_line& cl, std::ostream& out);
+
 } // namespace troupe::cli

@@ -82,6 +82,10 @@ Verbs:
   scheduler [--once] [--poll D] [--batch N]
                               publish the due occurrences every D (default 1s) until
                               SIGTERM or SIGINT, or once (--once) with a report
+  exporter [--listen HOST:PORT] [--queue Q]...
+                              serve the area's queue metrics for Prometheus on
+                              http://HOST:PORT/metrics (default 127.0.0.1:9480)
+                              until SIGTERM or SIGINT; --queue selects queues
   help                        print this help
   version                     print Troupe's version
 
@@ -141,11 +145,12 @@ int run(const troupe::cli::command_line& cl) {
     troupe::cli::run_stats(cl, std::cout);
     break;
   default: {
-    auto status = cl.what == verb::states ? troupe::cli::run_states(cl, std::cout, std::cerr)
-                  : is_history(cl.what)   ? troupe::cli::run_history(cl, std::cout)
-                  : is_schedule(cl.what)  ? troupe::cli::run_schedule(cl, std::cout, std::cerr)
-                  : cl.what == verb::scheduler
-                    ? troupe::cli::run_scheduler(cl, std::cout)
+    auto status = cl.what == verb::states      ? troupe::cli::run_states(cl, std::cout, std::cerr)
+                  : is_history(cl.what)        ? troupe::cli::run_history(cl, std::cout)
+                  : is_schedule(cl.what)       ? troupe::cli::run_schedule(cl, std::cout, std::cerr)
+                  : cl.what == verb::scheduler ? troupe::cli::run_scheduler(cl, std::cout)
+                  : cl.what == verb::exporter
+                    ? troupe::cli::run_exporter(cl, std::cout)
                     : troupe::cli::run_operation(cl, std::cout, std::cerr);
     if (!std::cout.flush()) {
       report("cannot write to standard output");

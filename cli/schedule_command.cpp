@@ -38,7 +38,8 @@ std::string schedule_json(const schedule_record& s, const std::vector<std::int64
           json_quote(to_string(s.overlap)) + R"(,"catch_up":)" + json_quote(to_string(s.catch_up)) +
           R"(,"jitter_ms":)" + std::to_string(s.jitter_ms) + R"(,"last_occurrence":)" +
           ms_or_null(s.last_occurrence_ms) + R"(,"last_outcome":)" + text_or_null(s.last_outcome) +
-          R"(,"last_message_id":)" + text_or_null(s.last_message_id) + R"(,"last_message_state":)" +
+          R"(,"last_error":)" + text_or_null(s.last_error) + R"(,"last_message_id":)" +
+          text_or_null(s.last_message_id) + R"(,"last_message_state":)" +
           text_or_null(s.last_message_state) + R"(,"published":)" + std::to_string(s.published) +
           R"(,"created_at":)" + json_quote(iso_time(s.created_at_ms)) + R"(,"registered_by":[)";
   for (std::size_t i = 0; i < s.registered_by.size(); ++i)
@@ -61,8 +62,9 @@ std::string schedule_json(const schedule_record& s, const std::vector<std::int64
 std::string occurrence_json(const schedule_occurrence& o) {
   return R"({"schedule":)" + json_quote(o.schedule) + R"(,"occurrence":)" +
          json_quote(iso_time(o.occurrence_ms)) + R"(,"outcome":)" + json_quote(o.outcome) +
-         R"(,"message_id":)" + text_or_null(o.message_id) + R"(,"next_run":)" +
-         json_quote(iso_time(o.next_run_ms)) + "}";
+         R"(,"message_id":)" + text_or_null(o.message_id) +
+         (o.error.empty() ? std::string() : R"(,"error":)" + json_quote(o.error)) +
+         R"(,"next_run":)" + json_quote(iso_time(o.next_run_ms)) + "}";
 }
 
 std::atomic<bool> stop_requested{false};
@@ -125,7 +127,7 @@ int run_scheduler(const command_line& cl, std::ostream& out) {
   o.dsn = cl.dsn;
   o.area = cl.where;
   o.poll = cl.poll;
-  o.batch = cl.limit;
+  o.batch = cl.batch;
   scheduler s(std::move(o));
   if (cl.once) {
     auto done = s.tick();

@@ -41,8 +41,17 @@ void parse_create_option(argument_cursor& cur, const option_token& opt, schedule
   } else if (opt.name == "--time-zone") {
     s.time_zone = value();
   } else if (opt.name == "--start-at") {
-    s.start_at = std::chrono::system_clock::time_point(
-      std::chrono::milliseconds(parse_time(cur.value_of(opt), opt.name)));
+    auto text = cur.value_of(opt);
+    auto ms = parse_time(text, opt.name);
+    // The system clock counts nanoseconds in 64 bits: it ends in April 2262.
+    constexpr std::int64_t clock_end_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::time_point::max().time_since_epoch())
+        .count();
+    if (ms < 0 || ms >= clock_end_ms)
+      throw usage_error("option --start-at needs a time from 1970 to 2262, got \"" + echo(text) +
+                        "\"");
+    s.start_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
   } else if (opt.name == "--overlap") {
     auto v = cur.value_of(opt);
     if (v != "allow" && v != "skip")
@@ -83,9 +92,12 @@ void parse_schedule_options(argument_cursor& cur, command_line& cl) {
     cl.what = verb::schedule_disable;
   else if (sub == "delete")
     cl.what = verb::schedule_delete;
-  else
+  else if (sub.empty())
     throw usage_error("schedule needs create, list, show, enable, disable or delete: troupe "
                       "schedule create NAME --task T --every 5min");
+  else
+    throw usage_error("unknown schedule verb \"" + echo(sub) +
+                      "\" (expected create, list, show, enable, disable or delete)");
   std::string name = "schedule " + std::string(sub);
   bool has_target = false;
   while (!cur.done()) {

@@ -5,7 +5,8 @@ set -euo pipefail
 packages=(
   build-essential cmake g++ clang-format
   libcaf-dev libpq-dev libcereal-dev rapidjson-dev libspdlog-dev libfmt-dev
-  libhowardhinnant-date-dev tzdata
+  libhowardhinnant-date-dev tzdata libcpp-httplib-dev
+  prometheus
   postgresql-15 postgresql-client-15 pkg-config
 )
 missing=()

@@ -35,6 +35,15 @@ std::vector<troupe::queue_stats> queue_statistics(connection& conn, const statem
   return out;
 }
 
+std::vector<std::pair<std::string, std::int64_t>>
+failed_recently(connection& conn, const statement_set& stmts, std::chrono::seconds window) {
+  auto res = conn.run(stmts.get(sql::failed_recently), {std::to_string(window.count())});
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  for (int r = 0; r < res.rows(); ++r)
+    out.emplace_back(std::string(res.text(r, 0)), res.int64(r, 1));
+  return out;
+}
+
 std::int64_t fold_state_counts(connection& conn, const statement_set& stmts) {
   return conn.run(stmts.get(sql::fold_state_counts), {}).int64(0, 0);
 }

@@ -6,6 +6,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace troupe::storage {
 
@@ -20,5 +23,10 @@ std::int64_t fold_state_counts(connection& conn, const statement_set& stmts);
 /// there are.
 std::int64_t recount_states(connection& conn, const statement_set& stmts,
                             std::chrono::milliseconds lock_wait);
+
+/// Per queue (queues without any are left out): messages that failed for good within the last
+/// `window` (migration 5 on).
+std::vector<std::pair<std::string, std::int64_t>>
+failed_recently(connection& conn, const statement_set& stmts, std::chrono::seconds window);
 
 } // namespace troupe::storage

@@ -90,6 +90,7 @@ std::vector<schedule_record> list_schedules(connection& conn, const statement_se
     s.created_at_ms = res.int64(r, 20);
     s.registered_by = parse_array_literal(res.text(r, 21));
     s.last_message_state = text_or_empty(res, r, 22);
+    s.last_error = text_or_empty(res, r, 23);
     out.push_back(std::move(s));
   }
   return out;
@@ -137,9 +138,22 @@ std::vector<due_schedule> lock_due_schedules(connection& conn, const statement_s
 
 void advance_schedule(connection& conn, const statement_set& stmts, const std::string& id,
                       std::int64_t next_run_ms, const std::string& outcome,
-                      const std::optional<std::string>& message_id) {
+                      const std::optional<std::string>& message_id,
+                      const std::optional<std::string>& failure) {
   conn.run(stmts.get(sql::schedule_advance),
-           {id, std::to_string(next_run_ms), outcome, message_id});
+           {id, std::to_string(next_run_ms), outcome, message_id, failure});
+}
+
+void occurrence_savepoint(connection& conn) {
+  conn.exec("SAVEPOINT troupe_occurrence", "schedule_occurrence");
+}
+
+void release_occurrence_savepoint(connection& conn) {
+  conn.exec("RELEASE SAVEPOINT troupe_occurrence", "schedule_occurrence");
+}
+
+void rollback_to_occurrence_savepoint(connection& conn) {
+  conn.exec("ROLLBACK TO SAVEPOINT troupe_occurrence", "schedule_occurrence");
 }
 
 } // namespace troupe::storage

@@ -72,6 +72,13 @@ std::vector<due_schedule> lock_due_schedules(connection& conn, const statement_s
 /// `next_run_ms`. Inside the same transaction.
 void advance_schedule(connection& conn, const statement_set& stmts, const std::string& id,
                       std::int64_t next_run_ms, const std::string& outcome,
-                      const std::optional<std::string>& message_id);
+                      const std::optional<std::string>& message_id,
+                      const std::optional<std::string>& failure = std::nullopt);
+
+/// A savepoint before one occurrence's publish, so that a message the database refuses fails
+/// that occurrence alone (rolled back to it), not the whole tick: set, released, rolled back.
+void occurrence_savepoint(connection& conn);
+void release_occurrence_savepoint(connection& conn);
+void rollback_to_occurrence_savepoint(connection& conn);
 
 } // namespace troupe::storage

@@ -98,6 +98,11 @@ void validate(const node_options& o) {
     fmt::format("schedules.poll must be from 10ms to 1h, got {} ms", o.scheduler.poll.count()));
   require(o.scheduler.batch >= 1 && o.scheduler.batch <= 1000,
           fmt::format("schedules.batch must be from 1 to 1000, got {}", o.scheduler.batch));
+  require(o.metrics.port >= 0 && o.metrics.port <= 65535,
+          fmt::format("metrics.port must be from 0 to 65535, got {}", o.metrics.port));
+  require(!o.metrics.bind.empty() && o.metrics.bind.size() <= 255 &&
+            o.metrics.bind.find_first_of(" \t\r\n/") == std::string::npos,
+          "metrics.bind must be an IP address or a host name, got \"" + o.metrics.bind + "\"");
   std::set<std::string> keys;
   for (const auto& l : o.limits) {
     validate_limit(l); // its error names the key

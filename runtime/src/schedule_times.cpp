@@ -60,6 +60,11 @@ void validate_schedule_spec(const schedule_spec& s) {
                 "schedule name is not UTF-8 text without control characters");
   if (s.task.empty())
     refuse(s.name, "no task name");
+  if (s.task.size() > limits::max_task_name)
+    refuse(s.name, fmt::format("task name is longer than {} bytes", limits::max_task_name));
+  if (s.args_json.size() + s.options_json.size() > limits::max_message_bytes)
+    refuse(s.name, fmt::format("arguments and options are larger than {} bytes",
+                               limits::max_message_bytes));
   try {
     validate_queue_name(s.queue);
   } catch (const error& e) {
@@ -85,10 +90,16 @@ void validate_schedule_spec(const schedule_spec& s) {
       refuse(s.name, e.what());
     }
   }
+  // An interval runs on the grid of its start, in absolute time: a time zone would change
+  // nothing, so one other than UTC is refused rather than stored and ignored.
+  if (s.interval && !s.time_zone.empty() && s.time_zone != "UTC")
+    refuse(s.name, fmt::format("time zone \"{}\" applies to cron schedules only: an interval "
+                               "runs on the grid of its start time",
+                               s.time_zone));
   if (s.jitter.count() < 0 || s.jitter.count() > max_jitter_ms)
     refuse(s.name, fmt::format("jitter {} ms is out of range (0 to 1 day)", s.jitter.count()));
-  if (s.start_at && (ms_of(*s.start_at) < 0 || ms_of(*s.start_at) > 253402300799999))
-    refuse(s.name, "start time is out of range (1970 to 9999)");
+  if (s.start_at && ms_of(*s.start_at) < 0)
+    refuse(s.name, "start time is before 1970");
 }
 
 std::int64_t first_occurrence(const cadence& c, std::int64_t start_ms) {

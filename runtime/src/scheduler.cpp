@@ -27,13 +27,19 @@ std::int64_t ms_of(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
-// Whether catch-up none drops the due occurrence: found more than the grace late, or a later
-// occurrence is due too.
-bool missed(const storage::due_schedule& d, std::int64_t now_ms) {
+// Whether catch-up none drops the due occurrence. A scheduler finds an occurrence up to a poll
+// late when all is well, so twice its poll is on time; found later than that with a later
+// occurrence due too, or later than the grace (a minute, or twice the poll when longer), it was
+// missed.
+bool missed(const storage::due_schedule& d, std::int64_t now_ms, std::chrono::milliseconds poll) {
   if (d.catch_up != catch_up_policy::none)
     return false;
-  if (now_ms - d.occurrence_ms > detail::catch_up_grace_ms)
+  auto late = now_ms - d.occurrence_ms;
+  auto on_time = 2 * poll.count();
+  if (late > std::max<std::int64_t>(detail::catch_up_grace_ms, on_time))
     return true;
+  if (late <= on_time)
+    return false;
   detail::cadence c{d.interval_ms, d.cron, d.time_zone};
   return detail::next_occurrence(c, d.occurrence_ms, d.occurrence_ms) <= now_ms;
 }
@@ -93,6 +99,28 @@ struct scheduler::impl {
     return plan.finish(true).front().id;
   }
 
+  // Publishes `d`'s occurrence behind a savepoint: a message the database or the publish rules
+  // refuse fails this occurrence (outcome failed, with the reason) and the schedule moves on, so
+  // that one bad schedule never holds up the others. A lost connection fails the tick.
+  void publish_one(storage::connection& c, const storage::due_schedule& d, std::int64_t now_ms,
+                   schedule_occurrence& o) {
+    storage::occurrence_savepoint(c);
+    try {
+      o.message_id = publish(c, d, now_ms);
+      o.outcome = "published";
+      storage::release_occurrence_savepoint(c);
+    } catch (const error& e) {
+      if (e.code() == errc::connection_lost || e.code() == errc::retryable)
+        throw;
+      storage::rollback_to_occurrence_savepoint(c);
+      o.outcome = "failed";
+      o.message_id.clear();
+      o.error = e.what();
+      log().warn("schedule {}: the occurrence {} was not published: {}", d.name, d.occurrence_text,
+                 e.what());
+    }
+  }
+
   std::vector<schedule_occurrence> tick(storage::connection& c) {
     require_schedules(c);
     std::vector<schedule_occurrence> out;
@@ -105,17 +133,16 @@ struct scheduler::impl {
         o.occurrence_ms = d.occurrence_ms;
         detail::cadence cadence{d.interval_ms, d.cron, d.time_zone};
         o.next_run_ms = detail::next_occurrence(cadence, d.occurrence_ms, now_ms);
-        if (missed(d, now_ms))
+        if (missed(d, now_ms, options.poll))
           o.outcome = "missed";
         else if (d.overlap == overlap_policy::skip && d.previous_active)
           o.outcome = "overlap";
-        else {
-          o.outcome = "published";
-          o.message_id = publish(c, d, now_ms);
-        }
-        storage::advance_schedule(c, *stmts, d.id, o.next_run_ms, o.outcome,
-                                  o.message_id.empty() ? std::nullopt
-                                                       : std::optional<std::string>(o.message_id));
+        else
+          publish_one(c, d, now_ms, o);
+        storage::advance_schedule(
+          c, *stmts, d.id, o.next_run_ms, o.outcome,
+          o.message_id.empty() ? std::nullopt : std::optional<std::string>(o.message_id),
+          o.error.empty() ? std::nullopt : std::optional<std::string>(o.error));
         out.push_back(std::move(o));
       }
       if (options.before_commit)

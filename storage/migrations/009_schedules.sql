@@ -28,10 +28,12 @@ CREATE TABLE IF NOT EXISTS {{t:schedules}} (
   overlap         text        NOT NULL DEFAULT 'allow' CHECK (overlap IN ('allow', 'skip')),
   catch_up        text        NOT NULL DEFAULT 'coalesce' CHECK (catch_up IN ('coalesce', 'none')),
   jitter_ms       bigint      NOT NULL DEFAULT 0 CHECK (jitter_ms >= 0),
-  -- the last occurrence a scheduler handled, what it did with it, and the message it published
+  -- the last occurrence a scheduler handled, what it did with it, the message it published, and
+  -- why its publish failed (outcome failed: the message was refused, say a task name too long)
   last_occurrence timestamptz,
-  last_outcome    text        CHECK (last_outcome IN ('published', 'overlap', 'missed')),
+  last_outcome    text        CHECK (last_outcome IN ('published', 'overlap', 'missed', 'failed')),
   last_message_id uuid,
+  last_error      text,
   published       bigint      NOT NULL DEFAULT 0,
   created_at      timestamptz NOT NULL DEFAULT now(),
   updated_at      timestamptz NOT NULL DEFAULT now(),

@@ -545,3 +545,11 @@ DELETE FROM {{t:deduplication}}
                           WHERE expires_at <= clock_timestamp()
                           ORDER BY expires_at LIMIT $1
                             FOR UPDATE SKIP LOCKED))
+
+-- name: failed_recently
+-- Per queue: messages that failed for good in the last $1 seconds, read through the finished
+-- index (state, finished_at): the cost follows the recent failures, not the rows kept.
+SELECT queue_name, count(*)
+  FROM {{t:queue}}
+ WHERE state = 'failed' AND finished_at > now() - make_interval(secs => $1::float8)
+ GROUP BY queue_name

@@ -30,7 +30,8 @@ SELECT s.schedule_id::text, s.name, s.task_name, s.queue_name,
        floor(extract(epoch FROM s.created_at) * 1000)::bigint,
        ARRAY(SELECT n.name FROM {{t:nodes}} n WHERE s.task_name = ANY (n.tasks)
               ORDER BY n.node_id)::text,
-       (SELECT q.state::text FROM {{t:queue}} q WHERE q.message_id = s.last_message_id)
+       (SELECT q.state::text FROM {{t:queue}} q WHERE q.message_id = s.last_message_id),
+       s.last_error
   FROM {{t:schedules}} s
  WHERE $2::text IS NULL OR s.name = $2
  ORDER BY s.name
@@ -63,10 +64,12 @@ SELECT s.schedule_id::text, s.name, s.task_name, s.queue_name, s.args::text, s.o
 
 -- name: schedule_advance
 -- After a tick handled schedule $1's occurrence: its next one ($2 ms), what it did ($3:
--- published, overlap or missed) and the message it published ($4, or NULL).
+-- published, overlap, missed or failed), the message it published ($4, or NULL) and why its
+-- publish failed ($5, or NULL).
 UPDATE {{t:schedules}}
    SET last_occurrence = next_run,
        next_run = to_timestamp(0) + $2::bigint * interval '1 millisecond',
        last_outcome = $3, last_message_id = coalesce($4::uuid, last_message_id),
+       last_error = $5,
        published = published + CASE WHEN $3 = 'published' THEN 1 ELSE 0 END, updated_at = now()
  WHERE schedule_id = $1::uuid

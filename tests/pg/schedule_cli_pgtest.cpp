@@ -83,6 +83,33 @@ CAF_TEST(bad schedule input is refused naming the value) {
   auto poll = troupe_cli(global + " scheduler --poll 1ms");
   CAF_CHECK_EQUAL(poll.status, 2);
   CAF_CHECK(has(poll.out, "option --poll needs a duration from 10ms to 1h"));
+  auto far = troupe_cli(global + " schedule create x --task t --every 1s "
+                                 "--start-at 2800-01-01T00:00:00Z");
+  CAF_CHECK_EQUAL(far.status, 2);
+  CAF_CHECK(has(far.out, "option --start-at needs a time from 1970 to 2262"));
+  auto zone =
+    troupe_cli(global + " schedule create x --task t --every 1d --time-zone Europe/Berlin");
+  CAF_CHECK_EQUAL(zone.status, 1);
+  CAF_CHECK(has(zone.out, "applies to cron schedules only"));
+  auto sub = troupe_cli(global + " schedule creat x");
+  CAF_CHECK_EQUAL(sub.status, 2);
+  CAF_CHECK(has(sub.out, "unknown schedule verb \"creat\""));
+  auto batch = troupe_cli(global + " scheduler --once --batch 0");
+  CAF_CHECK_EQUAL(batch.status, 2);
+  CAF_CHECK(has(batch.out, "option --batch needs an integer from 1 to 1000"));
+}
+
+CAF_TEST(scheduler batch bounds how many schedules one tick takes) {
+  for (int i = 0; i < 3; ++i)
+    CAF_REQUIRE_EQUAL(troupe_cli(global + fmt::format(" schedule create beat{} --task beat "
+                                                      "--every 1h --start-at 2026-01-01T00:00:00Z",
+                                                      i))
+                        .status,
+                      0);
+  auto two = troupe_cli(global + " scheduler --once --batch 2");
+  CAF_CHECK_EQUAL(two.status, 0);
+  CAF_CHECK(has(two.out, R"({"published":2,)"));
+  CAF_CHECK(has(troupe_cli(global + " scheduler --once --batch 2").out, R"({"published":1,)"));
 }
 
 CAF_TEST(scheduler once publishes what is due and prints it) {

@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 
 using namespace troupe;
 using namespace std::chrono_literals;
@@ -156,7 +157,59 @@ CAF_TEST(
   CAF_CHECK(has(refusal([&] { ops.create_schedule(bad); }), "jitter"));
   bad = every("", 1s);
   CAF_CHECK(has(refusal([&] { ops.create_schedule(bad); }), "a schedule needs a name"));
+  bad = every("bad", 1s);
+  bad.task = std::string(300, 't');
+  CAF_CHECK(has(refusal([&] { ops.create_schedule(bad); }), "task name is longer than 255"));
+  bad = every("bad", 1min);
+  bad.time_zone = "Europe/Berlin";
+  CAF_CHECK(has(refusal([&] { ops.create_schedule(bad); }),
+                "time zone \"Europe/Berlin\" applies to cron schedules only"));
   CAF_CHECK_EQUAL(ops.schedules().size(), 1u);
+}
+
+CAF_TEST(a schedule whose message is refused fails alone and the others are published) {
+  ops.create_schedule(every("a-good", 10s));
+  ops.create_schedule(every("b-refused", 10s));
+  // A row written past the rules (by hand, or by an older release): the queue table refuses
+  // its message.
+  area.sql().exec(fmt::format("UPDATE {}.{} SET task_name = repeat('t', 300) WHERE name = "
+                              "'b-refused'",
+                              storage::quote_identifier(area.where().schema),
+                              storage::quote_identifier(area.where().prefix + "schedules")));
+  auto done = tick_at(t0 + 1'000);
+  CAF_REQUIRE_EQUAL(done.size(), 2u);
+  std::map<std::string, schedule_occurrence> by_name;
+  for (const auto& o : done)
+    by_name[o.schedule] = o;
+  CAF_CHECK_EQUAL(by_name["a-good"].outcome, "published");
+  CAF_CHECK_EQUAL(by_name["b-refused"].outcome, "failed");
+  CAF_CHECK(!by_name["b-refused"].error.empty());
+  CAF_CHECK_EQUAL(messages(), 1);
+  auto refused = ops.schedule("b-refused");
+  CAF_REQUIRE(refused.has_value());
+  CAF_CHECK_EQUAL(refused->last_outcome, "failed");
+  CAF_CHECK(!refused->last_error.empty());
+  CAF_CHECK_EQUAL(refused->next_run_ms, t0 + 10'000);
+  // The next tick goes on with both: the refused one does not hold up the good one.
+  auto next = tick_at(t0 + 10'500);
+  CAF_CHECK_EQUAL(next.size(), 2u);
+  CAF_CHECK_EQUAL(messages(), 2);
+}
+
+CAF_TEST(catch up none publishes an interval shorter than the poll) {
+  auto s = every("quick", 500ms);
+  s.catch_up = catch_up_policy::none;
+  ops.create_schedule(s);
+  // The scheduler polls every second: each tick finds the occurrence up to a poll late, with a
+  // later one due too, and publishes it.
+  scheduler sched(options());
+  int published = 0;
+  for (int i = 1; i <= 5; ++i) {
+    now->store(t0 + i * 1'000);
+    for (const auto& o : sched.tick())
+      published += o.outcome == "published" ? 1 : 0;
+  }
+  CAF_CHECK_EQUAL(published, 5);
 }
 
 CAF_TEST(a list never shows arguments and show reports a task that no node runs) {

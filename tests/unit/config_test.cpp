@@ -489,3 +489,26 @@ CAF_TEST(the schedules section turns the scheduler of a node on and is checked) 
                   "unknown key \"schedules.enable\"");
   CAF_CHECK(troupe::config::default_config_text().find("[schedules]") != std::string::npos);
 }
+
+CAF_TEST(the metrics section turns the endpoint of a node on and is checked) {
+  auto off = load_from_string("");
+  CAF_CHECK(!off.node.metrics.enabled);
+  CAF_CHECK_EQUAL(off.node.metrics.bind, "127.0.0.1");
+  CAF_CHECK_EQUAL(off.node.metrics.port, 9479);
+  auto on = load_from_string("[metrics]\nenabled=true\nbind=\"0.0.0.0\"\nport=9100\n");
+  CAF_CHECK(on.node.metrics.enabled);
+  CAF_CHECK_EQUAL(on.node.metrics.bind, "0.0.0.0");
+  CAF_CHECK_EQUAL(on.node.metrics.port, 9100);
+  auto flagged = load_from_string("", {"--metrics.enabled=true", "--metrics.port=0"});
+  CAF_CHECK(flagged.node.metrics.enabled);
+  CAF_CHECK_EQUAL(flagged.node.metrics.port, 0);
+  CHECK_ERROR_HAS(load_from_string("[metrics]\nport=70000\n"),
+                  "metrics.port must be from 0 to 65535, got 70000");
+  CHECK_ERROR_HAS(load_from_string("[metrics]\nbind=\"\"\n"),
+                  "metrics.bind must be an IP address or a host name");
+  CHECK_ERROR_HAS(load_from_string("[metrics]\nbind=\"http://x\"\n"),
+                  "metrics.bind must be an IP address or a host name, got \"http://x\"");
+  CHECK_ERROR_HAS(load_from_string("[metrics]\nenabled=1\n"),
+                  "metrics.enabled: expected true or false");
+  CAF_CHECK(troupe::config::default_config_text().find("[metrics]") != std::string::npos);
+}

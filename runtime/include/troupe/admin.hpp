@@ -68,6 +68,13 @@ public:
   /// Per-queue statistics: every queue with messages, or only `queue` (a valid queue name;
   /// zero counts when it has none). not_found when the area was never initialized.
   std::vector<queue_stats> stats(const std::optional<std::string>& queue = std::nullopt);
+  /// Every queue with messages or a pause record, or exactly the queues of `only` (valid queue
+  /// names; one without either reads zero): its statistics, whether it is paused, and how many
+  /// of its messages failed for good within `failed_window` (1 s to 7 days). Read in one
+  /// transaction, at a cost that follows the live messages and the recent failures, not the
+  /// finished rows kept. Needs an area at version 5.
+  std::vector<queue_overview> overview(const std::vector<std::string>& only = {},
+                                       std::chrono::seconds failed_window = std::chrono::hours(1));
   /// Rebuilds the counts of done, failed and cancelled messages that stats() reads (version
   /// 5 on) from the rows, holding off completions, retries, cancels and purges while it counts
   /// (docs/operations.md, "Watching queues"). timeout when a transaction that changes them

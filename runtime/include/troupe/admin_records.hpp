@@ -25,6 +25,15 @@ struct queue_stats {
   double oldest_ready_seconds = 0;
 };
 
+/// One queue as the exporter and the dashboard show it (admin::overview): its counts, whether
+/// it is paused, and how many of its messages failed for good recently.
+struct queue_overview {
+  queue_stats stats;
+  bool paused = false;
+  /// Messages that failed for good within the window asked for.
+  std::int64_t failed_recently = 0;
+};
+
 /// A worker node in the area's registry.
 struct node_status {
   std::int32_t node_id = 0;

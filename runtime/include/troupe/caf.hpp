@@ -97,12 +97,14 @@ struct node_report {
   /// Tasks still running when the shutdown grace ran out, plus executors abandoned past a time
   /// limit whose task had not returned yet.
   std::int64_t abandoned = 0;
+  /// The port its metrics endpoint listens on ([metrics]); 0 when it serves none.
+  std::int32_t metrics_port = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_report& x) {
   return f(caf::meta::type_name("node_report"), x.node_id, x.name, x.executed, x.released,
-           x.abandoned);
+           x.abandoned, x.metrics_port);
 }
 
 /// The limiter actor of an area (docs/coordination.md): one per worker node, serving its

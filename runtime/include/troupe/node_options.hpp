@@ -34,6 +34,7 @@ inline constexpr std::chrono::milliseconds reconnect_backoff_max{5000};
 inline constexpr std::chrono::milliseconds statement_timeout{20000};
 inline constexpr std::chrono::milliseconds schedule_poll{1000};
 inline constexpr std::int32_t schedule_batch = 100;
+inline constexpr std::int32_t metrics_port = 9479;
 } // namespace defaults
 
 /// How one queue is consumed on this node.
@@ -56,6 +57,16 @@ struct schedule_runner_options {
   std::chrono::milliseconds poll = defaults::schedule_poll;
   /// Schedules one tick takes at most (1 to 1,000).
   std::int32_t batch = defaults::schedule_batch;
+};
+
+/// The node's Prometheus endpoint ([metrics] in troupe.ini; docs/metrics.md): off by default.
+/// When enabled, the node serves GET /metrics on `bind`:`port` from a thread of its own.
+struct metrics_endpoint_options {
+  bool enabled = false;
+  /// The address to listen on: an IPv4 or IPv6 address or a host name (localhost by default).
+  std::string bind = "127.0.0.1";
+  /// 0: any free port (the node logs it, and node_report::metrics_port tells it).
+  std::int32_t port = defaults::metrics_port;
 };
 
 /// Everything a worker node needs besides its tasks.
@@ -108,6 +119,8 @@ struct node_options {
   std::vector<limit> limits;
   /// The scheduler this node runs, when enabled.
   schedule_runner_options scheduler;
+  /// Its metrics endpoint, when enabled.
+  metrics_endpoint_options metrics;
 };
 
 /// Throws troupe::error(invalid_argument) naming the first setting that breaks a rule: every

@@ -79,10 +79,12 @@ struct schedule_record {
   catch_up_policy catch_up = catch_up_policy::coalesce;
   std::int64_t jitter_ms = 0;
   /// The last occurrence a scheduler handled, and what it did with it: "published", "overlap"
-  /// (skipped: the previous message still queued or running) or "missed" (dropped by catch-up
-  /// none). Empty before the first.
+  /// (skipped: the previous message still queued or running), "missed" (dropped by catch-up
+  /// none) or "failed" (its message was refused; `last_error` says why, and the schedule went
+  /// on to its next occurrence). Empty before the first.
   std::optional<std::int64_t> last_occurrence_ms;
   std::string last_outcome;
+  std::string last_error;
   /// The message of the last published occurrence, and its state now (empty when it is gone).
   std::string last_message_id;
   std::string last_message_state;
@@ -98,9 +100,10 @@ struct schedule_record {
 struct schedule_occurrence {
   std::string schedule;
   std::int64_t occurrence_ms = 0;
-  /// "published", "overlap" or "missed".
+  /// "published", "overlap", "missed" or "failed".
   std::string outcome;
   std::string message_id; ///< when published
+  std::string error;      ///< when failed: why
   std::int64_t next_run_ms = 0;
 };
 
