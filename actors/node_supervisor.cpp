@@ -1,13 +1,12 @@
 #include "actors/node_supervisor.hpp"
 
+#include "actors/metrics_endpoint.hpp"
 #include "actors/node_children.hpp"
 #include "troupe/log.hpp"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <mutex>
 #include <optional>
 
 namespace troupe::actors {
@@ -63,41 +62,6 @@ std::string node_name_of(const node_options& options) {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   return std::string(host) + ":" + std::to_string(::getpid());
-}
-
-// What a node with [metrics] enabled records into, and the endpoint serving it.
-struct metrics_endpoint {
-  std::shared_ptr<node_metrics> metrics;
-  std::shared_ptr<http::server> server;
-};
-
-// Starts the endpoint before the node exists, so that an address that cannot be bound is the
-// spawn's error (invalid_argument naming it), not a node that runs unobserved.
-metrics_endpoint start_metrics(const node_options& options, const task_registry* tasks) {
-  metrics_endpoint out;
-  if (!options.metrics.enabled)
-    return out;
-  std::vector<std::string> queues;
-  for (const auto& q : options.queues)
-    queues.push_back(q.name);
-  auto name = node_name_of(options);
-  out.metrics = std::make_shared<node_metrics>(name, queues,
-                                               tasks ? tasks->names() : std::vector<std::string>{});
-  out.server = std::make_shared<http::server>(1);
-  auto metrics = out.metrics;
-  out.server->get("/metrics", [metrics](const http::request&) {
-    return http::response{200, "text/plain; version=0.0.4; charset=utf-8", metrics->render(), {}};
-  });
-  try {
-    out.server->start(http::listen_address{options.metrics.bind, options.metrics.port});
-  } catch (const error& e) {
-    throw error(errc::invalid_argument, std::string("metrics: ") + e.what());
-  }
-  log().info("node metrics on http://{}:{}/metrics name={}",
-             options.metrics.bind.find(':') != std::string::npos ? "[" + options.metrics.bind + "]"
-                                                                 : options.metrics.bind,
-             out.server->port(), name);
-  return out;
 }
 
 void spawn_child(supervisor_ptr self, node_child& c, bool replacing) {
@@ -473,33 +437,8 @@ node_supervisor_actor::behavior_type supervisor_impl(supervisor_ptr self, node_o
 node_supervisor_actor spawn_node_supervisor(caf::actor_system& sys, node_options options,
                                             std::shared_ptr<const task_registry> tasks) {
   validate(options);
-  auto endpoint = start_metrics(options, tasks.get());
+  auto endpoint = start_metrics_endpoint(options, tasks.get(), node_name_of(options));
   return sys.spawn(supervisor_impl, std::move(options), std::move(tasks), std::move(endpoint));
 }
 
 } // namespace troupe::actors
-
-namespace troupe {
-
-namespace {
-
-// Large messages must not leave the process large. glibc serves an allocation of at least its
-// mmap threshold with a mapping of its own, returned to the system when freed; but it raises
-// that threshold to the size of each such block freed (up to 32 MiB), after which blocks of
-// that size come from the heaps of the threads that used them and stay there. A fixed
-// threshold of 1 MiB turns that off: a message of 10 MB, its query result and its copies are
-// mappings, gone once the message is done (docs/operations.md, "Limits").
-void keep_large_allocations_returnable() {
-  static std::once_flag once;
-  std::call_once(once, [] { mallopt(M_MMAP_THRESHOLD, 1 << 20); });
-}
-
-} // namespace
-
-node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
-                             std::shared_ptr<const task_registry> tasks) {
-  keep_large_allocations_returnable();
-  return actors::spawn_node_supervisor(sys, std::move(options), std::move(tasks));
-}
-
-} // namespace troupe

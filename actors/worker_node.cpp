@@ -1,6 +1,8 @@
-// The standalone worker node: its own actor system, signals, and the graceful stop.
+// The standalone worker node: its own actor system, signals, and the graceful stop; and
+// spawn_worker_node, which a CAF application calls instead.
 #include "troupe/worker_node.hpp"
 
+#include "actors/node_supervisor.hpp"
 #include "actors/protocol.hpp"
 #include "troupe/log.hpp"
 
@@ -8,9 +10,32 @@
 #include <csignal>
 #include <cstdlib>
 #include <functional>
+#include <malloc.h>
+#include <mutex>
 #include <pthread.h>
 
 namespace troupe {
+
+namespace {
+
+// Large messages must not leave the process large. glibc serves an allocation of at least its
+// mmap threshold with a mapping of its own, returned to the system when freed; but it raises
+// that threshold to the size of each such block freed (up to 32 MiB), after which blocks of
+// that size come from the heaps of the threads that used them and stay there. A fixed
+// threshold of 1 MiB turns that off: a message of 10 MB, its query result and its copies are
+// mappings, gone once the message is done (docs/operations.md, "Limits").
+void keep_large_allocations_returnable() {
+  static std::once_flag once;
+  std::call_once(once, [] { mallopt(M_MMAP_THRESHOLD, 1 << 20); });
+}
+
+} // namespace
+
+node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
+                             std::shared_ptr<const task_registry> tasks) {
+  keep_large_allocations_returnable();
+  return actors::spawn_node_supervisor(sys, std::move(options), std::move(tasks));
+}
 
 struct worker_node::impl {
   node_options options;
