@@ -1,5 +1,7 @@
 #include "actors/node_metrics.hpp"
 
+#include "http/exposition.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,23 +22,6 @@ constexpr std::size_t outcome_count = 4; // storage::outcome_state
 constexpr const char* outcome_names[outcome_count] = {"done", "failed", "retry", "cancelled"};
 constexpr std::size_t errc_slots = 32;
 
-// A label value with Prometheus' escapes (backslash, double quote, newline).
-std::string escaped(const std::string& v) {
-  std::string out;
-  out.reserve(v.size());
-  for (char c : v) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out;
-}
-
 void header(std::string& out, const char* name, const char* type, const char* help) {
   fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
@@ -55,13 +40,12 @@ void histogram::observe(double value) noexcept {
                                     bounds_.begin());
   buckets_[i].fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(value, std::memory_order_relaxed);
-  count_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void histogram::render(std::string& out, const std::string& name, const std::string& labels) const {
   auto sep = labels.empty() ? "" : ",";
-  // Read the count first: buckets observed meanwhile can only make the +Inf bucket larger than
-  // the count, so the +Inf bucket is written as the cumulative sum, and the count as at least it.
+  // The count is the +Inf bucket (the sum of every bucket as read here), so the two agree even
+  // while attempts are observed during the scrape.
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += buckets_[i].load(std::memory_order_relaxed);
@@ -173,7 +157,7 @@ void node_metrics::storage_error(errc kind) noexcept {
 std::string node_metrics::render() const {
   std::string out;
   out.reserve(4096 + queues_.size() * tasks_.size() * 3000);
-  auto node = "node=\"" + escaped(node_) + "\"";
+  auto node = "node=\"" + http::label_value(node_) + "\"";
   header(out, "troupe_node_up", "gauge", "1 while this worker node runs.");
   fmt::format_to(std::back_inserter(out), "troupe_node_up{{{}}} 1\n", node);
   header(out, "troupe_node_start_time_seconds", "gauge",
@@ -183,7 +167,8 @@ std::string node_metrics::render() const {
     std::chrono::duration_cast<std::chrono::seconds>(s_->started.time_since_epoch()).count());
 
   auto labels = [&](std::size_t q, std::size_t t) {
-    return fmt::format("queue=\"{}\",task=\"{}\"", escaped(queues_[q]), escaped(tasks_[t]));
+    return fmt::format("queue=\"{}\",task=\"{}\"", http::label_value(queues_[q]),
+                       http::label_value(tasks_[t]));
   };
   header(out, "troupe_messages_processed_total", "counter",
          "Attempts finished on this node, by queue, task and outcome (done, failed, retry, "
@@ -200,7 +185,10 @@ std::string node_metrics::render() const {
   for (std::size_t q = 0; q < queues_.size(); ++q)
     for (std::size_t t = 0; t < tasks_.size(); ++t)
       fmt::format_to(std::back_inserter(out), "troupe_retries_total{{{}}} {}\n", labels(q, t),
-                     s_->queues[q]->tasks[t]->finished[2].load(std::memory_order_relaxed));
+                     s_->queues[q]
+                       ->tasks[t]
+                       ->finished[static_cast<std::size_t>(storage::outcome_state::retry)]
+                       .load(std::memory_order_relaxed));
   header(out, "troupe_task_duration_seconds", "histogram",
          "How long attempts ran, by queue and task (whole milliseconds).");
   for (std::size_t q = 0; q < queues_.size(); ++q)
@@ -215,17 +203,19 @@ std::string node_metrics::render() const {
   header(out, "troupe_running", "gauge", "Attempts running on this node, by queue.");
   for (std::size_t q = 0; q < queues_.size(); ++q)
     fmt::format_to(std::back_inserter(out), "troupe_running{{queue=\"{}\"}} {}\n",
-                   escaped(queues_[q]), s_->queues[q]->running.load(std::memory_order_relaxed));
+                   http::label_value(queues_[q]),
+                   s_->queues[q]->running.load(std::memory_order_relaxed));
   header(out, "troupe_prefetched", "gauge",
          "Messages this node claimed and holds ready, not yet started, by queue.");
   for (std::size_t q = 0; q < queues_.size(); ++q)
     fmt::format_to(std::back_inserter(out), "troupe_prefetched{{queue=\"{}\"}} {}\n",
-                   escaped(queues_[q]), s_->queues[q]->prefetched.load(std::memory_order_relaxed));
+                   http::label_value(queues_[q]),
+                   s_->queues[q]->prefetched.load(std::memory_order_relaxed));
   header(out, "troupe_claim_batch_size", "histogram",
          "Messages per claim that locked any, by queue.");
   for (std::size_t q = 0; q < queues_.size(); ++q)
     s_->queues[q]->claims.render(out, "troupe_claim_batch_size",
-                                 "queue=\"" + escaped(queues_[q]) + "\"");
+                                 "queue=\"" + http::label_value(queues_[q]) + "\"");
   header(out, "troupe_completion_batch_size", "histogram",
          "Outcomes written per statement by the completion batcher.");
   s_->flushes.render(out, "troupe_completion_batch_size", "");

@@ -30,7 +30,6 @@ public:
 private:
   std::vector<double> bounds_;
   std::unique_ptr<std::atomic<std::uint64_t>[]> buckets_; // one per bound, then +Inf
-  std::atomic<std::uint64_t> count_{0};
   std::atomic<double> sum_{0.0};
 };
 

@@ -4,6 +4,7 @@
 #include "cli/arguments.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "http/exposition.hpp"
 #include "http/http_server.hpp"
 #include "troupe/json.hpp"
 #include "troupe/log.hpp"
@@ -48,8 +49,8 @@ void parse_exporter_options(argument_cursor& cur, command_line& cl) {
 namespace {
 
 std::string label(const std::string& queue) {
-  // Queue names are [a-z0-9_]: nothing to escape.
-  return "queue=\"" + queue + "\"";
+  // Escaped: the queue table checks only a queue name's length.
+  return "queue=\"" + http::label_value(queue) + "\"";
 }
 
 void family(std::string& out, const char* name, const char* help) {

@@ -15,6 +15,22 @@
 
 namespace troupe::http {
 
+namespace {
+
+// Header values by lower-case name (the last one when a header repeats).
+std::map<std::string, std::string> by_lower_case_name(const httplib::Headers& headers) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : headers) {
+    std::string lower = k;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    out[lower] = v;
+  }
+  return out;
+}
+
+} // namespace
+
 std::optional<std::string> request::param(const std::string& name) const {
   auto i = query.find(name);
   if (i == query.end())
@@ -75,12 +91,7 @@ response fetch(const std::string& host, std::int32_t port, const std::string& me
   response out;
   out.status = r->status;
   out.body = r->body;
-  for (const auto& [k, v] : r->headers) {
-    std::string lower = k;
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    out.headers[lower] = v;
-  }
+  out.headers = by_lower_case_name(r->headers);
   if (auto i = out.headers.find("content-type"); i != out.headers.end())
     out.content_type = i->second;
   return out;
@@ -121,12 +132,7 @@ struct server::impl {
     r.path = in.path;
     for (const auto& [k, v] : in.params)
       r.query[k] = v;
-    for (const auto& [k, v] : in.headers) {
-      std::string lower = k;
-      std::transform(lower.begin(), lower.end(), lower.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      r.headers[lower] = v;
-    }
+    r.headers = by_lower_case_name(in.headers);
     r.body = in.body;
     r.remote = in.remote_addr;
     response answer;

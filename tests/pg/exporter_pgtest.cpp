@@ -87,19 +87,6 @@ struct fixture : testkit::node_harness {
   std::int64_t rows(const std::string& queue, const std::string& where) {
     return count(fmt::format("queue_name = '{}' AND {}", queue, where));
   }
-
-  void check_promtool(const std::string& text) {
-    auto verdict = testkit::promtool_check(text);
-    if (verdict.available) {
-      CAF_CHECK_EQUAL(verdict.status, 0);
-      if (verdict.status != 0)
-        CAF_MESSAGE("promtool: " << verdict.output);
-    } else if (testkit::skips_are_failures()) {
-      CAF_FAIL("promtool is not installed (Debian's prometheus package) and CI=true");
-    } else {
-      CAF_MESSAGE("skipping promtool check metrics: promtool is not installed");
-    }
-  }
 };
 
 double value(const std::string& text, const std::string& series) {
@@ -131,7 +118,7 @@ CAF_TEST(after a known workload the exporter says what SQL says of every queue) 
   exporter_process exporter(global(), "");
   auto r = exporter.scrape();
   CAF_REQUIRE_EQUAL(r.status, 200);
-  check_promtool(r.body);
+  CHECK_PROMTOOL(r.body);
   for (const auto* queue : {"default", "later", "idle"})
     for (const auto* state : {"queued", "running", "done", "failed", "cancelled"})
       CAF_CHECK_EQUAL(
@@ -154,7 +141,7 @@ CAF_TEST(after a known workload the exporter says what SQL says of every queue) 
   CAF_CHECK_GREATER(oldest, 0);
   CAF_CHECK_LESS(oldest, 120);
   CAF_CHECK_EQUAL(value(r.body, "troupe_queue_oldest_ready_age_seconds{queue=\"later\"}"), 0);
-  // A failed message retried elsewhere leaves the count of the last hour.
+  // A failure older than the hour leaves the count of the last hour.
   area.sql().exec(
     fmt::format("UPDATE {} SET finished_at = now() - interval '2 hours' WHERE state = 'failed'",
                 area.queue_table()));
@@ -171,7 +158,7 @@ CAF_TEST(queue selects queues and an empty selected queue reads zero) {
   exporter_process exporter(global(), "--queue default --queue nothing_here");
   auto r = exporter.scrape();
   CAF_REQUIRE_EQUAL(r.status, 200);
-  check_promtool(r.body);
+  CHECK_PROMTOOL(r.body);
   CAF_CHECK_EQUAL(value(r.body, "troupe_queue_messages{queue=\"default\",state=\"queued\"}"), 1);
   CAF_CHECK_EQUAL(value(r.body, "troupe_queue_messages{queue=\"nothing_here\",state=\"queued\"}"),
                   0);

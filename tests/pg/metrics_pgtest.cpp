@@ -98,16 +98,7 @@ CAF_TEST(a node serves its metrics and they match the queue table after a known 
       return flushed && *flushed == attempts && running && *running == 0;
     },
     10s));
-  auto verdict = testkit::promtool_check(text);
-  if (verdict.available) {
-    CAF_CHECK_EQUAL(verdict.status, 0);
-    if (verdict.status != 0)
-      CAF_MESSAGE("promtool: " << verdict.output);
-  } else if (testkit::skips_are_failures()) {
-    CAF_FAIL("promtool is not installed (Debian's prometheus package) and CI=true");
-  } else {
-    CAF_MESSAGE("skipping promtool check metrics: promtool is not installed");
-  }
+  CHECK_PROMTOOL(text);
   CAF_CHECK_EQUAL(value(text, "troupe_node_up{node=\"metrics-node\"}"), 1);
   // What SQL says, outcome by outcome.
   auto done_squares = count("task_name = 'metrics.square' AND state = 'done'");

@@ -22,10 +22,9 @@ inline std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-/// Runs build/bin/troupe with `args` (already quoted as needed), after the environment
-/// assignments `env` if any, and captures what it prints.
-inline run_result troupe_cli(const std::string& args, const std::string& env = "") {
-  auto cmd = env + shell_quote(sibling_binary("troupe")) + " " + args + " 2>&1";
+/// Runs the shell command `cmd` (its stderr joined to stdout by the caller, if wanted) and
+/// captures what it prints.
+inline run_result run_shell(const std::string& cmd) {
   run_result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];
@@ -34,6 +33,12 @@ inline run_result troupe_cli(const std::string& args, const std::string& env = "
   int status = ::pclose(p);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+/// Runs build/bin/troupe with `args` (already quoted as needed), after the environment
+/// assignments `env` if any, and captures what it prints.
+inline run_result troupe_cli(const std::string& args, const std::string& env = "") {
+  return run_shell(env + shell_quote(sibling_binary("troupe")) + " " + args + " 2>&1");
 }
 
 } // namespace troupe::testkit

@@ -2,10 +2,10 @@
 // `promtool check metrics` (Debian's prometheus package) says of a scrape.
 #pragma once
 
-#include <sys/wait.h>
+#include "cli_runner.hpp"
+
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -42,13 +42,9 @@ inline promtool_verdict promtool_check(const std::string& text) {
   int fd = ::mkstemp(path);
   ::close(fd);
   std::ofstream(path) << text;
-  auto cmd = std::string("promtool check metrics < ") + path + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (auto n = std::fread(buf, 1, sizeof buf, p))
-    v.output.append(buf, n);
-  int status = ::pclose(p);
-  v.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto run = run_shell(std::string("promtool check metrics < ") + path + " 2>&1");
+  v.status = run.status;
+  v.output = std::move(run.out);
   ::unlink(path);
   return v;
 }
@@ -60,3 +56,19 @@ inline bool skips_are_failures() {
 }
 
 } // namespace troupe::testkit
+
+/// Checks `text` with promtool: a failure shows promtool's output; a missing promtool skips
+/// the check, or fails it under CI=true. For CAF test bodies (and functions they call).
+#define CHECK_PROMTOOL(text)                                                                       \
+  do {                                                                                             \
+    auto verdict_ = troupe::testkit::promtool_check(text);                                         \
+    if (verdict_.available) {                                                                      \
+      CAF_CHECK_EQUAL(verdict_.status, 0);                                                         \
+      if (verdict_.status != 0)                                                                    \
+        CAF_MESSAGE("promtool: " << verdict_.output);                                              \
+    } else if (troupe::testkit::skips_are_failures()) {                                            \
+      CAF_FAIL("promtool is not installed (Debian's prometheus package) and CI=true");             \
+    } else {                                                                                       \
+      CAF_MESSAGE("skipping promtool check metrics: promtool is not installed");                   \
+    }                                                                                              \
+  } while (false)
