@@ -79,6 +79,8 @@ void parse_schedule_options(argument_cursor& cur, command_line& cl);
 void parse_scheduler_options(argument_cursor& cur, command_line& cl);
 // cli/exporter_command.cpp
 void parse_exporter_options(argument_cursor& cur, command_line& cl);
+// cli/dashboard_command.cpp
+void parse_dashboard_options(argument_cursor& cur, command_line& cl);
 
 /// The options of `troupe states` (cli/states_command.cpp), after the verb.
 void parse_states_options(argument_cursor& cur, command_line& cl);

@@ -303,6 +303,11 @@ command_line parse_command_line(const std::vector<std::string_view>& args, const
   } else if (verb_name == "exporter") {
     cl.what = verb::exporter;
     parse_exporter_options(cur, cl);
+  } else if (verb_name == "dashboard") {
+    cl.what = verb::dashboard;
+    cl.listen_port = 9481;
+    cl.poll = std::chrono::seconds(5);
+    parse_dashboard_options(cur, cl);
   } else {
     std::string name(verb_name);
     if (verb_name == "failed" && !cur.done() && is_help(split_option(cur.peek()).name)) {

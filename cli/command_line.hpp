@@ -58,6 +58,7 @@ enum class verb {
   schedule_delete,  ///< delete schedule `target`
   scheduler,        ///< publish the area's due occurrences: once, or every `poll`
   exporter,         ///< serve the area's queue metrics on `listen`
+  dashboard,        ///< serve the area's web dashboard on `listen`
 };
 
 /// One parsed and validated command line.
@@ -99,7 +100,7 @@ struct command_line {
   /// The schedule of `schedule create`, and how many next runs `schedule show` lists (--runs).
   schedule_spec schedule;
   int runs = 5;
-  /// `troupe scheduler`: --once, --poll and --batch.
+  /// `troupe scheduler`: --once, --poll and --batch. `troupe dashboard`: --sample, in poll.
   bool once = false;
   std::chrono::milliseconds poll{1000};
   std::int32_t batch = 100;
@@ -108,6 +109,10 @@ struct command_line {
   std::string listen_host = "127.0.0.1";
   std::int32_t listen_port = 9480;
   std::vector<std::string> queues;
+  /// `troupe dashboard`: --read-only, and --token-file (the actions' token is read from this
+  /// file, else from $TROUPE_DASHBOARD_TOKEN).
+  bool read_only = false;
+  std::string token_file;
 };
 
 /// Parses `args` (argv without the program name). `env_dsn` is $TROUPE_DSN, or nullptr when it

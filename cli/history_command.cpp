@@ -34,6 +34,14 @@ std::string attempt_json(const attempt_record& a) {
 
 } // namespace
 
+std::string format_attempt_page_json(const attempt_page& page) {
+  std::string text = R"({"items":[)";
+  for (std::size_t i = 0; i < page.items.size(); ++i)
+    text += (i > 0 ? "," : "") + attempt_json(page.items[i]);
+  return text + R"(],"next_after":)" +
+         (page.next_after ? std::to_string(*page.next_after) : std::string("null")) + "}";
+}
+
 void parse_history_options(argument_cursor& cur, command_line& cl) {
   if (!cur.done() && is_help(split_option(cur.peek()).name)) {
     cl.what = verb::help;
@@ -86,8 +94,7 @@ void parse_history_options(argument_cursor& cur, command_line& cl) {
     throw usage_error("history purge needs --max-age I (a PostgreSQL interval, such as '30 days')");
 }
 
-int run_history(const command_line& cl, std::ostream& out) {
-  auto a = open_admin(cl);
+int run_history(admin& a, const command_line& cl, std::ostream& out) {
   switch (cl.what) {
   case verb::history_on:
   case verb::history_off:
@@ -102,13 +109,7 @@ int run_history(const command_line& cl, std::ostream& out) {
     return 0;
   }
   default: {
-    auto page = a.history(cl.target, cl.after_attempt, cl.limit);
-    std::string text = R"({"items":[)";
-    for (std::size_t i = 0; i < page.items.size(); ++i)
-      text += (i > 0 ? "," : "") + attempt_json(page.items[i]);
-    text += R"(],"next_after":)" +
-            (page.next_after ? std::to_string(*page.next_after) : std::string("null")) + "}";
-    out << text << '\n';
+    out << format_attempt_page_json(a.history(cl.target, cl.after_attempt, cl.limit)) << '\n';
     return 0;
   }
   }

@@ -86,6 +86,13 @@ Verbs:
                               serve the area's queue metrics for Prometheus on
                               http://HOST:PORT/metrics (default 127.0.0.1:9480)
                               until SIGTERM or SIGINT; --queue selects queues
+  dashboard [--listen HOST:PORT] [--token-file F] [--read-only] [--sample D]
+                              serve the area's web dashboard on http://HOST:PORT/
+                              (default 127.0.0.1:9481) until SIGTERM or SIGINT; its
+                              actions need the token of file F or of
+                              $TROUPE_DASHBOARD_TOKEN, and are refused without one;
+                              queue counts are sampled every D (default 5s) for the
+                              throughput chart
   help                        print this help
   version                     print Troupe's version
 
@@ -145,13 +152,15 @@ int run(const troupe::cli::command_line& cl) {
     troupe::cli::run_stats(cl, std::cout);
     break;
   default: {
-    auto status = cl.what == verb::states      ? troupe::cli::run_states(cl, std::cout, std::cerr)
-                  : is_history(cl.what)        ? troupe::cli::run_history(cl, std::cout)
-                  : is_schedule(cl.what)       ? troupe::cli::run_schedule(cl, std::cout, std::cerr)
+    auto a = troupe::cli::open_admin(cl); // connects on first use
+    auto status = cl.what == verb::states      ? troupe::cli::run_states(a, cl, std::cout, std::cerr)
+                  : is_history(cl.what)        ? troupe::cli::run_history(a, cl, std::cout)
+                  : is_schedule(cl.what)       ? troupe::cli::run_schedule(a, cl, std::cout, std::cerr)
                   : cl.what == verb::scheduler ? troupe::cli::run_scheduler(cl, std::cout)
-                  : cl.what == verb::exporter
-                    ? troupe::cli::run_exporter(cl, std::cout)
-                    : troupe::cli::run_operation(cl, std::cout, std::cerr);
+                  : cl.what == verb::exporter  ? troupe::cli::run_exporter(cl, std::cout)
+                  : cl.what == verb::dashboard
+                    ? troupe::cli::run_dashboard(cl, std::cout)
+                    : troupe::cli::run_operation(a, cl, std::cout, std::cerr);
     if (!std::cout.flush()) {
       report("cannot write to standard output");
       return exit_failure;

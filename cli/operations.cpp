@@ -18,8 +18,7 @@ constexpr int refused = 1;
 
 } // namespace
 
-int run_operation(const command_line& cl, std::ostream& out, std::ostream& err) {
-  auto a = open_admin(cl);
+int run_operation(admin& a, const command_line& cl, std::ostream& out, std::ostream& err) {
   switch (cl.what) {
   case verb::pause:
     out << format_queue_control_json(a.pause(cl.target)) << '\n';

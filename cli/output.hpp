@@ -4,6 +4,8 @@
 
 #include "troupe/admin_records.hpp"
 #include "troupe/area.hpp"
+#include "troupe/schedule_records.hpp"
+#include "troupe/state_records.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -62,5 +64,18 @@ std::string format_failed_page_json(const failed_page& page);
 std::string format_failed_json(const failed_message& m);
 /// `{"message_id":..,"status":"retried|not_failed|missing","state":.. or null}`.
 std::string format_retry_json(const retry_report& r);
+
+// -- records printed by several verbs and by the dashboard's API (dashboard/) ---------------
+
+/// One state record (cli/states_command.cpp): `{"message_id","status","state","queue","task",
+/// "priority","attempts","progress","error","cancel_requested","enqueued_at","started_at",
+/// "finished_at"}` plus "args", "options" and "result" when it holds them.
+std::string format_state_json(const message_state& m);
+/// `{"items":[attempt...],"next_after":N or null}` (cli/history_command.cpp).
+std::string format_attempt_page_json(const attempt_page& page);
+/// One schedule (cli/schedule_command.cpp); with its arguments (`show`) it adds "next_runs"
+/// (`runs`) and "warnings".
+std::string format_schedule_json(const schedule_record& s,
+                                 const std::vector<std::int64_t>& runs = {});
 
 } // namespace troupe::cli

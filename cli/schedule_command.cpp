@@ -23,7 +23,9 @@ std::string text_or_null(const std::string& s) {
   return s.empty() ? std::string("null") : json_quote(s);
 }
 
-std::string schedule_json(const schedule_record& s, const std::vector<std::int64_t>& runs = {}) {
+} // namespace
+
+std::string format_schedule_json(const schedule_record& s, const std::vector<std::int64_t>& runs) {
   std::string text = R"({"id":)" + json_quote(s.id) + R"(,"name":)" + json_quote(s.name) +
                      R"(,"task":)" + json_quote(s.task) + R"(,"queue":)" + json_quote(s.queue);
   if (s.args_json)
@@ -59,6 +61,8 @@ std::string schedule_json(const schedule_record& s, const std::vector<std::int64
   return text + "}";
 }
 
+namespace {
+
 std::string occurrence_json(const schedule_occurrence& o) {
   return R"({"schedule":)" + json_quote(o.schedule) + R"(,"occurrence":)" +
          json_quote(iso_time(o.occurrence_ms)) + R"(,"outcome":)" + json_quote(o.outcome) +
@@ -75,19 +79,18 @@ extern "C" void on_stop_signal(int) {
 
 } // namespace
 
-int run_schedule(const command_line& cl, std::ostream& out, std::ostream& err) {
-  auto a = open_admin(cl);
+int run_schedule(admin& a, const command_line& cl, std::ostream& out, std::ostream& err) {
   switch (cl.what) {
   case verb::schedule_create: {
     auto made = a.create_schedule(cl.schedule);
-    out << schedule_json(made, a.upcoming_runs(made.name, 5)) << '\n';
+    out << format_schedule_json(made, a.upcoming_runs(made.name, 5)) << '\n';
     return 0;
   }
   case verb::schedule_list: {
     std::string text = R"({"items":[)";
     auto all = a.schedules();
     for (std::size_t i = 0; i < all.size(); ++i)
-      text += (i > 0 ? "," : "") + schedule_json(all[i]);
+      text += (i > 0 ? "," : "") + format_schedule_json(all[i]);
     out << text << "]}\n";
     return 0;
   }
@@ -98,7 +101,7 @@ int run_schedule(const command_line& cl, std::ostream& out, std::ostream& err) {
       return 1;
     }
     auto runs = a.upcoming_runs(cl.target, cl.runs);
-    out << schedule_json(*s, runs) << '\n';
+    out << format_schedule_json(*s, runs) << '\n';
     return 0;
   }
   case verb::schedule_enable:

@@ -28,6 +28,8 @@ std::string time_or_null(const std::optional<std::int64_t>& ms) {
   return ms ? json_quote(iso_time(*ms)) : std::string("null");
 }
 
+} // namespace
+
 std::string format_state_json(const message_state& m) {
   std::string out = R"({"message_id":)" + json_quote(m.message_id) + R"(,"status":)" +
                     json_quote(m.status) + R"(,"state":)" + json_quote(m.state) + R"(,"queue":)" +
@@ -43,10 +45,11 @@ std::string format_state_json(const message_state& m) {
     out += R"(,"args":)" + *m.args_json;
   if (m.options_json)
     out += R"(,"options":)" + *m.options_json;
+  if (m.result_json)
+    out += R"(,"result":)" + *m.result_json;
   return out + "}";
 }
 
-} // namespace
 
 void parse_states_options(argument_cursor& cur, command_line& cl) {
   auto& q = cl.states;
@@ -147,8 +150,7 @@ void parse_states_options(argument_cursor& cur, command_line& cl) {
     throw usage_error("states --count takes filter options only");
 }
 
-int run_states(const command_line& cl, std::ostream& out, std::ostream& err) {
-  auto a = open_admin(cl);
+int run_states(admin& a, const command_line& cl, std::ostream& out, std::ostream& err) {
   if (!cl.target.empty()) {
     auto s = a.get_state(cl.target, cl.states.payload);
     if (!s) {

@@ -130,8 +130,10 @@ struct server::impl {
     request r;
     r.method = in.method;
     r.path = in.path;
-    for (const auto& [k, v] : in.params)
+    for (const auto& [k, v] : in.params) {
       r.query[k] = v;
+      r.parameters.emplace_back(k, v);
+    }
     r.headers = by_lower_case_name(in.headers);
     r.body = in.body;
     r.remote = in.remote_addr;

@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace troupe::http {
 
@@ -18,6 +20,8 @@ struct request {
   std::string method; ///< GET, POST, ...
   std::string path;   ///< without the query
   std::map<std::string, std::string> query;
+  /// Every query parameter, repeated ones too (by name, then in the order given).
+  std::vector<std::pair<std::string, std::string>> parameters;
   /// Header values by lower-case name (the last one when a header repeats).
   std::map<std::string, std::string> headers;
   std::string body;

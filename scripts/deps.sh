@@ -6,7 +6,7 @@ packages=(
   build-essential cmake g++ clang-format
   libcaf-dev libpq-dev libcereal-dev rapidjson-dev libspdlog-dev libfmt-dev
   libhowardhinnant-date-dev tzdata libcpp-httplib-dev
-  prometheus
+  prometheus chromium
   postgresql-15 postgresql-client-15 pkg-config
 )
 missing=()

@@ -89,6 +89,8 @@ std::vector<troupe::node_status> list_nodes(connection& conn, const statement_se
     n.queues = parse_array_literal(res.text(r, 4));
     n.started_at_ms = res.int64(r, 5);
     n.alive = res.text(r, 6) == "t";
+    n.running = res.int64(r, 7);
+    n.prefetched = res.int64(r, 8);
     out.push_back(std::move(n));
   }
   return out;

@@ -309,6 +309,8 @@ message_state read_state(const result& res, int r) {
     m.args_json = std::string(res.text(r, 13));
   if (!res.is_null(r, 14))
     m.options_json = std::string(res.text(r, 14));
+  if (!res.is_null(r, 16))
+    m.result_json = std::string(res.text(r, 16));
   return m;
 }
 
@@ -388,10 +390,11 @@ built_query states_page_query(const area& a, const state_query& q) {
     "q.message_id::text AS id_text, {} AS status, q.state::text AS state, q.queue_name, "
     "q.task_name, q.priority, q.attempts, q.progress::text AS progress, q.error::text AS error, "
     "q.cancel_requested, {} AS enqueued_ms, {} AS started_ms, {} AS finished_ms, {}, {}, "
-    "{} AS sort_key, {} AS sort_text, q.message_id AS id",
+    "{} AS sort_key, {} AS sort_text, q.message_id AS id, {} AS result",
     status_sql, millis_of("q.enqueued_at"), millis_of("q.started_at"), millis_of("q.finished_at"),
     q.payload ? "q.args::text AS args" : "NULL::text AS args",
-    q.payload ? "q.options::text AS options" : "NULL::text AS options", col.expr, col.as_text);
+    q.payload ? "q.options::text AS options" : "NULL::text AS options", col.expr, col.as_text,
+    q.result ? "q.result::text" : "NULL::text");
   std::string_view dir = q.sort.descending ? "DESC" : "ASC";
   std::string nulls = col.nullable ? " NULLS LAST" : "";
   // Each branch gives at most the rows the page can take from it.
@@ -401,7 +404,7 @@ built_query states_page_query(const area& a, const state_query& q) {
   std::string sql = fmt::format(
     "SELECT s.id_text, s.status, s.state, s.queue_name, s.task_name, s.priority, s.attempts, "
     "s.progress, s.error, s.cancel_requested, s.enqueued_ms, s.started_ms, s.finished_ms, "
-    "s.args, s.options, s.sort_text FROM ({}) s ORDER BY s.sort_key {}{}, s.id {} LIMIT {}",
+    "s.args, s.options, s.sort_text, s.result FROM ({}) s ORDER BY s.sort_key {}{}, s.id {} LIMIT {}",
     branches(a, select, q.filter, rest, inner), dir, nulls, dir,
     b.param(std::to_string(q.limit + 1)));
   if (q.offset > 0 && !q.after)
@@ -445,6 +448,7 @@ std::optional<message_state> state_by_id(connection& conn, const area& a, const 
   q.filter.message_ids = {id};
   q.limit = 1;
   q.payload = payload;
+  q.result = true;
   auto page = read_states(conn, a, q);
   if (page.items.empty())
     return std::nullopt;

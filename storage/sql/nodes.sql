@@ -47,14 +47,20 @@ SELECT set_config('lock_timeout', '5s', false)
 
 -- name: list_nodes
 -- Every registered node, and whether it holds its liveness lock (lock class $1, key node_id)
--- now: a two-key advisory lock shows in pg_locks as classid, objid and objsubid 2.
+-- now: a two-key advisory lock shows in pg_locks as classid, objid and objsubid 2. Then the
+-- messages it holds that it started and that it claimed but has not started (read through the
+-- index of running rows by owner).
 SELECT n.node_id, n.name, n.host, n.pid, n.queues::text,
        (date_part('epoch', n.started_at) * 1000)::bigint,
        EXISTS (SELECT 1 FROM pg_locks l
                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
                   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                  AND l.classid = $1::integer::oid AND l.objid = n.node_id::oid)
+                  AND l.classid = $1::integer::oid AND l.objid = n.node_id::oid),
+       h.started, h.held - h.started
   FROM {{t:nodes}} n
+  CROSS JOIN LATERAL (SELECT count(*) AS held, count(q.started_at) AS started
+                        FROM {{t:queue}} q
+                       WHERE q.state = 'running' AND q.owner_node = n.node_id) h
  ORDER BY n.node_id
 
 -- name: reap_dead_nodes

@@ -8,6 +8,7 @@
 #include "http/http_server.hpp"
 #include "node_harness.hpp"
 #include "prometheus_text.hpp"
+#include "served_process.hpp"
 #include "troupe/admin.hpp"
 
 #include <fmt/format.h>
@@ -25,50 +26,12 @@ namespace {
 task_ref<int(int)> twice{"exporter.twice"};
 task_ref<void()> broken{"exporter.broken"};
 
-/// A `troupe exporter` process, its stdout in a file; stopped with SIGTERM at the end.
-struct exporter_process {
-  std::string log_path;
-  std::optional<testkit::child_process> proc;
-  std::int32_t port = 0;
+/// A `troupe exporter` process.
+struct exporter_process : testkit::served_process {
+  exporter_process(const std::string& global, const std::string& args)
+    : served_process(global, "exporter", args) {}
 
-  exporter_process(const std::string& global, const std::string& args) {
-    char path[] = "/tmp/troupe-exporter-XXXXXX";
-    int fd = ::mkstemp(path);
-    ::close(fd);
-    log_path = path;
-    auto cmd = "exec " + testkit::shell_quote(testkit::sibling_binary("troupe")) + " " + global +
-               " exporter --listen 127.0.0.1:0 " + args + " > " + log_path + " 2>&1";
-    proc.emplace("/bin/sh", std::vector<std::string>{"-c", cmd});
-    bool listening = testkit::wait_until(
-      [&] {
-        auto text = output();
-        const std::string mark = "\"listening\":\"127.0.0.1:";
-        auto at = text.find(mark);
-        if (at == std::string::npos)
-          return false;
-        port = std::stoi(text.substr(at + mark.size()));
-        return true;
-      },
-      20s);
-    if (!listening)
-      throw std::runtime_error("the exporter did not start: " + output());
-  }
-  ~exporter_process() { ::unlink(log_path.c_str()); }
-
-  std::string output() const {
-    std::ifstream in(log_path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
-  http::response scrape() const { return http::fetch("127.0.0.1", port, "GET", "/metrics"); }
-
-  /// SIGTERM; its exit status.
-  int stop() {
-    proc->signal(SIGTERM);
-    return proc->wait(20s);
-  }
+  http::response scrape() const { return get("/metrics"); }
 };
 
 struct fixture : testkit::node_harness {

@@ -46,6 +46,9 @@ struct node_status {
   std::int64_t started_at_ms = 0;
   /// Whether it holds its liveness lock now (a node whose session ended does not).
   bool alive = false;
+  /// Messages it holds: started (running now), and claimed but not started yet (prefetched).
+  std::int64_t running = 0;
+  std::int64_t prefetched = 0;
 };
 
 /// What creating or upgrading an area did.

@@ -42,6 +42,9 @@ struct message_state {
   /// Only when asked for (state_query::payload, get_state's `payload`).
   std::optional<std::string> args_json;
   std::optional<std::string> options_json;
+  /// The stored result (JSON) of a message that has one: read for one message (get_state), not
+  /// for a page.
+  std::optional<std::string> result_json;
 };
 
 /// Which messages a state query reads: every field given must match; empty lists match all.
@@ -82,6 +85,8 @@ struct state_query {
   std::int64_t offset = 0;
   /// Include each message's arguments and options.
   bool payload = false;
+  /// Include each message's stored result.
+  bool result = false;
 };
 
 struct state_page {
