@@ -7,7 +7,7 @@ const REFRESH_MS = 2000;
 const COLORS = ['#2f5bd3', '#1f8a4c', '#c23a2b', '#a86400', '#7b3fbf', '#0f8a8a', '#b8327a', '#566'];
 const STATUSES = ['pending', 'started', 'success', 'failure', 'skipped', 'cancelled'];
 const SORTS = ['enqueued_at', 'started_at', 'finished_at', 'message_id', 'status', 'queue', 'task',
-  'priority', 'attempts'];
+  'priority', 'attempts', 'progress'];
 
 const app = {
   session: null,
