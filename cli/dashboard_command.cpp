@@ -130,7 +130,8 @@ int run_dashboard(const command_line& cl, std::ostream& out) {
   sigwait(&stop_signals, &received);
   server.stop();
   service.stop();
-  out << R"({"stopped":true})" << "\n";
+  out << R"({"stopped":true})"
+      << "\n";
   return 0;
 }
 

@@ -153,9 +153,9 @@ int run(const troupe::cli::command_line& cl) {
     break;
   default: {
     auto a = troupe::cli::open_admin(cl); // connects on first use
-    auto status = cl.what == verb::states      ? troupe::cli::run_states(a, cl, std::cout, std::cerr)
-                  : is_history(cl.what)        ? troupe::cli::run_history(a, cl, std::cout)
-                  : is_schedule(cl.what)       ? troupe::cli::run_schedule(a, cl, std::cout, std::cerr)
+    auto status = cl.what == verb::states ? troupe::cli::run_states(a, cl, std::cout, std::cerr)
+                  : is_history(cl.what)   ? troupe::cli::run_history(a, cl, std::cout)
+                  : is_schedule(cl.what)  ? troupe::cli::run_schedule(a, cl, std::cout, std::cerr)
                   : cl.what == verb::scheduler ? troupe::cli::run_scheduler(cl, std::cout)
                   : cl.what == verb::exporter  ? troupe::cli::run_exporter(cl, std::cout)
                   : cl.what == verb::dashboard

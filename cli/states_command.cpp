@@ -50,7 +50,6 @@ std::string format_state_json(const message_state& m) {
   return out + "}";
 }
 
-
 void parse_states_options(argument_cursor& cur, command_line& cl) {
   auto& q = cl.states;
   auto& f = q.filter;

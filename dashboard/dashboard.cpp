@@ -131,9 +131,9 @@ struct service::impl {
   std::thread sampler;
 
   explicit impl(settings s)
-    : config(std::move(s)),
-      area_admin(admin_options{config.dsn, config.where, "troupe-dashboard", {}}),
-      history(config.samples_kept) {}
+      : config(std::move(s)),
+        area_admin(admin_options{config.dsn, config.where, "troupe-dashboard", {}}),
+        history(config.samples_kept) {}
 
   // -- the throughput sampler -------------------------------------------------------------
 
@@ -231,8 +231,9 @@ struct service::impl {
       // A message or schedule that does not exist is not found; anything else was refused.
       bool missing = result.find(R"("status":"missing")") != std::string::npos ||
                      result.find(R"("found":false)") != std::string::npos;
-      return json_response(missing ? 404 : 409, R"({"error":)" + json_quote(reason) + R"(,"result":)" +
-                                  (result.empty() ? std::string("null") : result) + "}");
+      return json_response(missing ? 404 : 409,
+                           R"({"error":)" + json_quote(reason) + R"(,"result":)" +
+                             (result.empty() ? std::string("null") : result) + "}");
     });
   }
 
@@ -257,15 +258,14 @@ struct service::impl {
           R"({}{{"queue":{},"counts":{{"queued":{},"running":{},"done":{},"failed":{},)"
           R"("cancelled":{}}},"ready":{},"scheduled":{},"oldest_ready_seconds":{},"paused":{},)"
           R"("failed_last_hour":{}}})",
-          i > 0 ? "," : "", json_quote(s.queue), s.queued, s.running, s.done, s.failed,
-          s.cancelled, s.ready, s.scheduled, cli::format_seconds(s.oldest_ready_seconds),
+          i > 0 ? "," : "", json_quote(s.queue), s.queued, s.running, s.done, s.failed, s.cancelled,
+          s.ready, s.scheduled, cli::format_seconds(s.oldest_ready_seconds),
           q.paused ? "true" : "false", q.failed_recently);
       }
       std::lock_guard guard{m};
-      out += R"(],"throughput":)" + history.json(config.sample_every.count()) +
-             R"(,"sample_error":)" +
-             (last_sample_error.empty() ? std::string("null") : json_quote(last_sample_error)) +
-             "}";
+      out +=
+        R"(],"throughput":)" + history.json(config.sample_every.count()) + R"(,"sample_error":)" +
+        (last_sample_error.empty() ? std::string("null") : json_quote(last_sample_error)) + "}";
       return json_response(200, out);
     });
   }
@@ -342,15 +342,14 @@ struct service::impl {
         return *no;
       if (auto no = refuse_action(r))
         return *no;
-      auto answer = run_verb(r, syntax, [&](const cli::command_line& cl, std::ostream& out,
-                                            std::ostream& err) {
-        bool schedule = cl.what == cli::verb::schedule_enable ||
-                        cl.what == cli::verb::schedule_disable;
-        return schedule ? cli::run_schedule(area_admin, cl, out, err)
-                        : cli::run_operation(area_admin, cl, out, err);
-      });
-      log().info("troupe dashboard: {} {} from {}: {}", r.method, r.path, r.remote,
-                 answer.status);
+      auto answer =
+        run_verb(r, syntax, [&](const cli::command_line& cl, std::ostream& out, std::ostream& err) {
+          bool schedule =
+            cl.what == cli::verb::schedule_enable || cl.what == cli::verb::schedule_disable;
+          return schedule ? cli::run_schedule(area_admin, cl, out, err)
+                          : cli::run_operation(area_admin, cl, out, err);
+        });
+      log().info("troupe dashboard: {} {} from {}: {}", r.method, r.path, r.remote, answer.status);
       return answer;
     });
   }
@@ -397,8 +396,7 @@ struct service::impl {
   }
 };
 
-service::service(settings s) : impl_(std::make_unique<impl>(std::move(s))) {
-}
+service::service(settings s) : impl_(std::make_unique<impl>(std::move(s))) {}
 
 service::~service() {
   stop();

@@ -10,8 +10,7 @@
 namespace troupe::dashboard {
 
 throughput_history::throughput_history(std::size_t capacity)
-  : capacity_(std::max<std::size_t>(capacity, 2)) {
-}
+    : capacity_(std::max<std::size_t>(capacity, 2)) {}
 
 void throughput_history::record(std::int64_t at_ms, std::map<std::string, std::int64_t> finished) {
   if (!samples_.empty() && at_ms <= samples_.back().first)

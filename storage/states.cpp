@@ -404,7 +404,8 @@ built_query states_page_query(const area& a, const state_query& q) {
   std::string sql = fmt::format(
     "SELECT s.id_text, s.status, s.state, s.queue_name, s.task_name, s.priority, s.attempts, "
     "s.progress, s.error, s.cancel_requested, s.enqueued_ms, s.started_ms, s.finished_ms, "
-    "s.args, s.options, s.sort_text, s.result FROM ({}) s ORDER BY s.sort_key {}{}, s.id {} LIMIT {}",
+    "s.args, s.options, s.sort_text, s.result FROM ({}) s ORDER BY s.sort_key {}{}, s.id {} LIMIT "
+    "{}",
     branches(a, select, q.filter, rest, inner), dir, nulls, dir,
     b.param(std::to_string(q.limit + 1)));
   if (q.offset > 0 && !q.after)

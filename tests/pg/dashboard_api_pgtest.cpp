@@ -61,9 +61,9 @@ struct fixture : testkit::node_harness {
   }
 
   std::int64_t nodes_in_sql() {
-    return area.scalar(
-      fmt::format("SELECT count(*) FROM {}.{}", storage::quote_identifier(area.where().schema),
-                  storage::quote_identifier(area.where().prefix + "nodes")));
+    return area.scalar(fmt::format("SELECT count(*) FROM {}.{}",
+                                   storage::quote_identifier(area.where().schema),
+                                   storage::quote_identifier(area.where().prefix + "nodes")));
   }
 };
 
@@ -94,8 +94,8 @@ CAF_TEST(the queues and nodes it shows are what SQL says) {
   CAF_CHECK(has(n.body, R"("queues":["default"])"));
   CAF_CHECK(has(n.body, R"("alive":true,"running":0,"prefetched":0)"));
   stop();
-  CAF_CHECK(testkit::wait_until(
-    [&] { return !has(d.get("/api/nodes").body, R"("alive":true)"); }, 20s));
+  CAF_CHECK(
+    testkit::wait_until([&] { return !has(d.get("/api/nodes").body, R"("alive":true)"); }, 20s));
 }
 
 CAF_TEST(the message list and detail are the state record with its failure and result) {
@@ -157,10 +157,9 @@ CAF_TEST(read only refuses every action even with the token) {
   auto d = dashboard("--read-only");
   CAF_CHECK(has(d.output(), R"("actions":"read-only")"));
   CAF_CHECK(has(d.get("/api/session").body, R"("actions":"read-only")"));
-  for (const auto& path : std::vector<std::string>{"/api/pause?queue=default",
-                                                   "/api/cancel?id=" + m.id,
-                                                   "/api/retry?queue=default",
-                                                   "/api/schedule/disable?name=x"}) {
+  for (const auto& path :
+       std::vector<std::string>{"/api/pause?queue=default", "/api/cancel?id=" + m.id,
+                                "/api/retry?queue=default", "/api/schedule/disable?name=x"}) {
     auto r = d.post(path, bearer());
     CAF_CHECK_EQUAL(r.status, 403);
     CAF_CHECK(has(r.body, "read-only"));
@@ -238,8 +237,8 @@ CAF_TEST(a weak token or an unreadable token file stops it at start) {
                                   "TROUPE_DASHBOARD_TOKEN=short ");
   CAF_CHECK_EQUAL(weak.status, 1);
   CAF_CHECK(has(weak.out, "needs at least 16"));
-  auto missing = testkit::troupe_cli(global() +
-                                     " dashboard --listen 127.0.0.1:0 --token-file /nonexistent/t");
+  auto missing =
+    testkit::troupe_cli(global() + " dashboard --listen 127.0.0.1:0 --token-file /nonexistent/t");
   CAF_CHECK_EQUAL(missing.status, 1);
   CAF_CHECK(has(missing.out, "option --token-file: cannot read"));
   // A token from a file: the file's first line.
@@ -247,8 +246,8 @@ CAF_TEST(a weak token or an unreadable token file stops it at start) {
   int fd = ::mkstemp(path);
   ::close(fd);
   std::ofstream(path) << token << "\n";
-  testkit::served_process d(global(), "dashboard",
-                            std::string("--token-file ") + path, "-u TROUPE_DASHBOARD_TOKEN");
+  testkit::served_process d(global(), "dashboard", std::string("--token-file ") + path,
+                            "-u TROUPE_DASHBOARD_TOKEN");
   CAF_CHECK_EQUAL(d.post("/api/pause?queue=default", bearer()).status, 200);
   std::remove(path);
   auto bad_listen = testkit::troupe_cli(global() + " dashboard --listen nowhere");

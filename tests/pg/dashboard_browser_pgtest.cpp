@@ -151,9 +151,8 @@ CAF_TEST(the page shows what SQL says and its buttons retry pause resume and dis
   // Failed: a click on retry puts the message back in its queue (paused: it stays queued).
   b.navigate(d.base_url() + "/#/failed");
   auto row = fmt::format("tr[data-id=\"{}\"]", failed_one.id);
-  CAF_REQUIRE(
-    b.wait_for("document.body.dataset.loaded === 'failed' && document.querySelector('" + row +
-               "')"));
+  CAF_REQUIRE(b.wait_for("document.body.dataset.loaded === 'failed' && document.querySelector('" +
+                         row + "')"));
   CAF_CHECK_EQUAL(b.evaluate("document.querySelectorAll('#failed-results tbody tr').length"),
                   std::to_string(rows("work", "failed")));
   b.screenshot(shot("failed"));
@@ -198,8 +197,7 @@ CAF_TEST(the page shows what SQL says and its buttons retry pause resume and dis
                   "3");
   b.screenshot(shot("schedules"));
   b.click("tr[data-name=\"nightly-report\"] button[data-action=\"disable\"]");
-  CAF_CHECK(
-    testkit::wait_until([&] { return !ops.schedule("nightly-report")->enabled; }, 15s));
+  CAF_CHECK(testkit::wait_until([&] { return !ops.schedule("nightly-report")->enabled; }, 15s));
   CAF_CHECK(b.wait_for("document.querySelector('tr[data-name=\"nightly-report\"] "
                        "td[data-field=\"enabled\"]').textContent === 'disabled'"));
 

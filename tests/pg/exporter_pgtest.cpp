@@ -29,7 +29,7 @@ task_ref<void()> broken{"exporter.broken"};
 /// A `troupe exporter` process.
 struct exporter_process : testkit::served_process {
   exporter_process(const std::string& global, const std::string& args)
-    : served_process(global, "exporter", args) {}
+      : served_process(global, "exporter", args) {}
 
   http::response scrape() const { return get("/metrics"); }
 };

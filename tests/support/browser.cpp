@@ -138,9 +138,9 @@ browser::browser(const std::string& chromium, int width, int height) {
   a.Parse(attached.c_str());
   session_ = a["sessionId"].GetString();
   call("Page.enable", "{}");
-  call("Emulation.setDeviceMetricsOverride",
-       R"({"width":)" + std::to_string(width) + R"(,"height":)" + std::to_string(height) +
-         R"(,"deviceScaleFactor":1,"mobile":false})");
+  call("Emulation.setDeviceMetricsOverride", R"({"width":)" + std::to_string(width) +
+                                               R"(,"height":)" + std::to_string(height) +
+                                               R"(,"deviceScaleFactor":1,"mobile":false})");
 }
 
 browser::~browser() {

@@ -29,8 +29,8 @@ struct served_process {
     int fd = ::mkstemp(path);
     ::close(fd);
     log_path = path;
-    auto cmd = "exec env " + env + " " + shell_quote(sibling_binary("troupe")) + " " + global + " " +
-               verb + " --listen 127.0.0.1:0 " + args + " > " + log_path + " 2>&1";
+    auto cmd = "exec env " + env + " " + shell_quote(sibling_binary("troupe")) + " " + global +
+               " " + verb + " --listen 127.0.0.1:0 " + args + " > " + log_path + " 2>&1";
     proc.emplace("/bin/sh", std::vector<std::string>{"-c", cmd});
     bool listening = wait_until(
       [&] {
