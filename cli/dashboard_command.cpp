@@ -8,6 +8,7 @@
 #include "troupe/json.hpp"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -86,14 +87,26 @@ std::string read_token(const command_line& cl) {
   return token;
 }
 
+bool loopback_address(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  return a->sa_family == AF_INET6 &&
+         IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+}
+
+// Whether every address `host` names is a loopback one: an address, or a name resolved as the
+// server resolves it (a machine's own name often maps to 127.0.1.1).
 bool is_loopback(const std::string& host) {
-  if (host == "localhost")
-    return true;
-  in_addr v4{};
-  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1)
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  return ::inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr)
+    return false;
+  bool all = true;
+  for (auto* a = found; a != nullptr; a = a->ai_next)
+    all = all && loopback_address(a->ai_addr);
+  ::freeaddrinfo(found);
+  return all;
 }
 
 } // namespace

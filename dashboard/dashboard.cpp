@@ -16,6 +16,9 @@
 
 #include <fmt/format.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -30,6 +33,10 @@ namespace {
 
 using http::request;
 using http::response;
+
+/// What a page is told when the database could not be read; the reason goes to the log only.
+const std::string database_unavailable =
+  "the area's database could not be read (the dashboard's log says why)";
 
 response json_response(int status, std::string body) {
   response r;
@@ -69,6 +76,10 @@ struct route_syntax {
   std::string positional;
 };
 
+/// The parameters that are flags of the CLI (given without a value); every other one needs a
+/// value, so that an empty one is never read as a flag followed by the next parameter.
+const std::set<std::string, std::less<>> flag_parameters = {"asc", "desc", "count", "payload"};
+
 /// The command line `syntax` builds from the request's parameters, parsed by the CLI's own
 /// parser (so that it refuses what the CLI refuses, with the same words). Throws
 /// cli::usage_error.
@@ -82,6 +93,8 @@ cli::command_line parse_request(const request& r, const route_syntax& syntax,
                                "\": it needs a value that does not start with '-'");
       args.push_back(value);
     } else if (syntax.options.count(name)) {
+      if (value.empty() && !flag_parameters.count(name))
+        throw cli::usage_error("parameter " + name + " needs a value");
       args.push_back(value.empty() ? "--" + name : "--" + name + "=" + value);
     } else {
       throw cli::usage_error("unknown parameter \"" + cli::echo(name.substr(0, 64)) + "\"");
@@ -94,24 +107,42 @@ cli::command_line parse_request(const request& r, const route_syntax& syntax,
   return cl;
 }
 
-/// Whether `host` (a Host header: name or address, and maybe a port) names this machine's
-/// loopback interface.
+/// Whether `host` (a Host header: a name or an address, and maybe a port) names this machine's
+/// loopback interface: exactly "localhost", an IPv4 address in 127.0.0.0/8, or [::1]. A name
+/// that merely starts like an address ("127.attacker.example") is not one.
 bool loopback_host(std::string host) {
   if (host.empty())
     return false;
   if (host.front() == '[') {
     auto end = host.find(']');
-    return end != std::string::npos && host.substr(1, end - 1) == "::1";
+    if (end == std::string::npos)
+      return false;
+    auto rest = host.substr(end + 1);
+    if (!rest.empty() && (rest.front() != ':' || rest.size() == 1 ||
+                          rest.find_first_not_of("0123456789", 1) != std::string::npos))
+      return false;
+    in6_addr v6{};
+    return ::inet_pton(AF_INET6, host.substr(1, end - 1).c_str(), &v6) == 1 &&
+           IN6_IS_ADDR_LOOPBACK(&v6);
   }
-  if (auto colon = host.rfind(':'); colon != std::string::npos)
+  if (auto colon = host.find(':'); colon != std::string::npos) {
+    auto port = host.substr(colon + 1);
+    if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos)
+      return false;
     host.resize(colon);
+  }
   std::transform(host.begin(), host.end(), host.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return host == "localhost" || host.rfind("127.", 0) == 0;
+  if (host == "localhost")
+    return true;
+  in_addr v4{};
+  return ::inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 /// Equal in time that does not depend on where they differ.
 bool same_token(const std::string& given, const std::string& expected) {
+  if (expected.empty())
+    return false;
   unsigned char diff = given.size() == expected.size() ? 0 : 1;
   for (std::size_t i = 0; i < given.size(); ++i)
     diff |= static_cast<unsigned char>(given[i] ^ expected[i % expected.size()]);
@@ -188,11 +219,14 @@ struct service::impl {
       return error_response(403, "actions are off: start the dashboard with a token "
                                  "($TROUPE_DASHBOARD_TOKEN or --token-file) to allow them");
     auto given = r.header("authorization");
-    const std::string scheme = "Bearer ";
-    if (!given || given->rfind(scheme, 0) != 0)
+    // The scheme's name is case-insensitive (RFC 9110); one space, then the token.
+    auto scheme = given ? given->substr(0, 7) : std::string{};
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (scheme != "bearer ")
       return error_response(401, "this action needs the dashboard's token (header "
                                  "Authorization: Bearer TOKEN)");
-    if (!same_token(given->substr(scheme.size()), config.token))
+    if (!same_token(given->substr(7), config.token))
       return error_response(401, "the token is not the dashboard's");
     return std::nullopt;
   }
@@ -205,8 +239,21 @@ struct service::impl {
     } catch (const cli::usage_error& e) {
       return error_response(400, e.what());
     } catch (const troupe::error& e) {
-      return error_response(status_of(e), e.what());
+      auto status = status_of(e);
+      if (status == 503)
+        return unavailable(e.what());
+      return error_response(status, e.what());
+    } catch (const std::exception& e) {
+      log().error("troupe dashboard: {}", e.what());
+      return error_response(500, "the dashboard failed to answer (see its log)");
     }
+  }
+
+  /// The database could not be read: the page is told so, the log gets the reason (which can
+  /// name the server, its user and its database: never shown on a page).
+  response unavailable(const std::string& why) {
+    log().warn("troupe dashboard: reading the area failed: {}", why);
+    return error_response(503, database_unavailable);
   }
 
   /// A read or an action that the CLI's verb does as it is: its JSON, or its refusal (exit
@@ -265,7 +312,7 @@ struct service::impl {
       std::lock_guard guard{m};
       out +=
         R"(],"throughput":)" + history.json(config.sample_every.count()) + R"(,"sample_error":)" +
-        (last_sample_error.empty() ? std::string("null") : json_quote(last_sample_error)) + "}";
+        (last_sample_error.empty() ? std::string("null") : json_quote(database_unavailable)) + "}";
       return json_response(200, out);
     });
   }
@@ -338,17 +385,20 @@ struct service::impl {
 
   void action(http::server& s, const std::string& path, route_syntax syntax) {
     s.post(path, [this, syntax = std::move(syntax)](const request& r) {
-      if (auto no = refuse_host(r))
-        return *no;
-      if (auto no = refuse_action(r))
-        return *no;
-      auto answer =
-        run_verb(r, syntax, [&](const cli::command_line& cl, std::ostream& out, std::ostream& err) {
-          bool schedule =
-            cl.what == cli::verb::schedule_enable || cl.what == cli::verb::schedule_disable;
-          return schedule ? cli::run_schedule(area_admin, cl, out, err)
-                          : cli::run_operation(area_admin, cl, out, err);
-        });
+      auto answer = [&] {
+        if (auto no = refuse_host(r))
+          return *no;
+        if (auto no = refuse_action(r))
+          return *no;
+        return run_verb(r, syntax,
+                        [&](const cli::command_line& cl, std::ostream& out, std::ostream& err) {
+                          bool schedule = cl.what == cli::verb::schedule_enable ||
+                                          cl.what == cli::verb::schedule_disable;
+                          return schedule ? cli::run_schedule(area_admin, cl, out, err)
+                                          : cli::run_operation(area_admin, cl, out, err);
+                        });
+      }();
+      // Every action, refused or not (never its token).
       log().info("troupe dashboard: {} {} from {}: {}", r.method, r.path, r.remote, answer.status);
       return answer;
     });
@@ -356,6 +406,8 @@ struct service::impl {
 
   void mount(http::server& s) {
     get(s, "/", [](const request& r) {
+      if (r.path.rfind("/api/", 0) == 0)
+        return error_response(404, "no such API path: " + cli::echo(r.path.substr(0, 100)));
       const auto* a = find_asset(r.path == "/" ? "/index.html" : r.path);
       if (!a)
         return response{404, "text/plain; charset=utf-8", "not found: " + r.path + "\n", {}};
@@ -386,6 +438,11 @@ struct service::impl {
                       [&](const cli::command_line& cl, std::ostream& out, std::ostream& err) {
                         return cli::run_operation(area_admin, cl, out, err);
                       });
+    });
+    s.post("/", [this](const request& r) {
+      if (auto no = refuse_host(r))
+        return *no;
+      return error_response(404, "no such action: " + cli::echo(r.path.substr(0, 100)));
     });
     action(s, "/api/pause", {{"pause"}, {}, "queue"});
     action(s, "/api/resume", {{"resume"}, {}, "queue"});

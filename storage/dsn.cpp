@@ -95,7 +95,10 @@ std::string redact_dsn(std::string_view dsn) {
       out.push_back(' ');
     out += o->keyword;
     out.push_back('=');
-    out += std::string_view(o->keyword) == "password" ? std::string("***") : std::string(o->val);
+    // libpq marks its secrets (password, sslpassword, ...) with a '*' in dispchar.
+    bool secret =
+      o->dispchar != nullptr && std::string_view(o->dispchar).find('*') != std::string_view::npos;
+    out += secret ? std::string("***") : std::string(o->val);
   }
   PQconninfoFree(opts);
   return out.empty() ? "<libpq defaults>" : out;

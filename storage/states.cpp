@@ -394,7 +394,10 @@ built_query states_page_query(const area& a, const state_query& q) {
     status_sql, millis_of("q.enqueued_at"), millis_of("q.started_at"), millis_of("q.finished_at"),
     q.payload ? "q.args::text AS args" : "NULL::text AS args",
     q.payload ? "q.options::text AS options" : "NULL::text AS options", col.expr, col.as_text,
-    q.result ? "q.result::text" : "NULL::text");
+    // A result past its lifetime reads as none, as get_result reports it (results.md).
+    q.result ? "CASE WHEN q.result_expires_at IS NULL OR q.result_expires_at > now() "
+               "THEN q.result::text END"
+             : "NULL::text");
   std::string_view dir = q.sort.descending ? "DESC" : "ASC";
   std::string nulls = col.nullable ? " NULLS LAST" : "";
   // Each branch gives at most the rows the page can take from it.

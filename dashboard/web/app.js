@@ -1,6 +1,8 @@
 // Troupe's dashboard: one page, six views (queues, messages, one message, failed, schedules,
 // nodes) over the dashboard's JSON API. Every text from the area goes into the page as text
-// (never as HTML). The open view refreshes itself while the page is visible.
+// (never as HTML). The open view refreshes itself while the page is visible. A view's refresh
+// reads what it shows, then returns the function that draws it: what was read for a view that is
+// no longer open is never drawn.
 'use strict';
 
 const REFRESH_MS = 2000;
@@ -15,13 +17,15 @@ const app = {
   view: null,
   timer: null,
   busy: false,
+  again: false, // a refresh was asked for while one ran
+  generation: 0, // counts the views opened
 };
 
 // -- small helpers ---------------------------------------------------------------------------
 
 /** An element: h('td', {class: 'num', dataset: {field: 'ready'}}, 'text', child, ...). */
 function h(tag, attrs, ...children) {
-  const svg = ['svg', 'polyline', 'line', 'text', 'g'].includes(tag);
+  const svg = ['svg', 'polyline', 'line', 'text', 'g', 'circle'].includes(tag);
   const el = svg ? document.createElementNS('http://www.w3.org/2000/svg', tag)
     : document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -173,15 +177,19 @@ function chart(throughput) {
   }
   queues.forEach((q, i) => {
     let run = [];
+    const color = COLORS[i % COLORS.length];
     const flush = () => {
-      if (run.length) svg.append(h('polyline', {points: run.join(' '), fill: 'none',
-        stroke: COLORS[i % COLORS.length], 'stroke-width': 2, dataset: {queue: q}}));
+      // A run of one point is a dot: a line needs two.
+      if (run.length === 1) svg.append(h('circle', {cx: run[0][0], cy: run[0][1], r: 3,
+        fill: color, dataset: {queue: q}}));
+      else if (run.length) svg.append(h('polyline', {points: run.map((xy) => xy.join(',')).join(' '),
+        fill: 'none', stroke: color, 'stroke-width': 2, dataset: {queue: q}}));
       run = [];
     };
     for (const p of points) {
       const v = p.per_second[q];
       if (v === null || v === undefined) flush();
-      else run.push(`${x(Date.parse(p.at)).toFixed(1)},${y(v).toFixed(1)}`);
+      else run.push([x(Date.parse(p.at)).toFixed(1), y(v).toFixed(1)]);
     }
     flush();
   });
@@ -208,6 +216,9 @@ views.queues = {
   },
   async refresh() {
     const data = await api('queues');
+    return () => this.draw(data);
+  },
+  draw(data) {
     const rows = data.queues.map((q) => h('tr', {dataset: {queue: q.queue}},
       h('td', {dataset: {field: 'queue'}},
         h('a', {href: '#/messages' + query({queue: q.queue})}, q.queue)),
@@ -231,7 +242,8 @@ views.queues = {
     this.root.replaceChildren(
       h('h2', {}, 'Queues'),
       chart(data.throughput),
-      data.sample_error ? h('p', {class: 'badge bad'}, 'sampling failed: ' + data.sample_error) : '',
+      data.sample_error ? h('p', {class: 'badge bad', dataset: {field: 'sample_error'}},
+        'sampling failed: ' + data.sample_error) : '',
       h('div', {class: 'card'}, table(['Queue', 'Queued#', 'Ready#', 'Scheduled#', 'Oldest ready#',
         'Running#', 'Done#', 'Failed#', 'Failed 1h#', 'Cancelled#', 'State', ''], rows,
       'No queue has messages yet.')));
@@ -287,8 +299,17 @@ views.messages = {
     const page = Object.assign({}, filter);
     for (const k of ['sort', 'limit', 'after', 'offset']) if (p.get(k)) page[k] = p.get(k);
     if (p.has('asc')) page.asc = true;
+    // Counting reads every match: done when the filter changes, then at most every 30 s.
+    const key = JSON.stringify(filter);
+    const stale = this.counted === undefined || this.counted.key !== key ||
+      Date.now() - this.counted.at > 30000;
     const [data, count] = await Promise.all([api('messages', page),
-      api('messages', Object.assign({count: true}, filter))]);
+      stale ? api('messages', Object.assign({count: true}, filter)) : this.counted.count]);
+    if (stale) this.counted = {key, at: Date.now(), count};
+    return () => this.draw(data, count, filter, page);
+  },
+  draw(data, count, filter, page) {
+    const p = this.params;
     const rows = data.items.map((m) => h('tr', {dataset: {id: m.message_id}},
       h('td', {class: 'mono', dataset: {field: 'id'}},
         h('a', {href: '#/message/' + m.message_id}, m.message_id)),
@@ -301,15 +322,24 @@ views.messages = {
           {id: m.message_id}, (r) => 'message ' + m.message_id + ': ' + r.status))
         : '')));
     const pager = h('div', {class: 'pager'},
-      h('span', {class: 'muted', dataset: {field: 'count'}}, count.count + ' match'),
+      h('span', {class: 'muted', dataset: {field: 'count'}, title: 'counted at ' +
+        new Date(this.counted.at).toLocaleTimeString(undefined, {hour12: false})},
+      count.count + ' match'),
       p.get('after') || p.get('offset')
-        ? h('a', {href: '#/messages' + query(Object.assign({}, filter, {limit: p.get('limit')}))}, 'First page') : '',
+        ? h('a', {href: '#/messages' + query(Object.assign({}, page, {after: '', offset: ''}))}, 'First page') : '',
       data.next_after ? h('a', {href: '#/messages' + query(Object.assign({}, page, {after: data.next_after, offset: ''})),
         dataset: {action: 'next'}}, 'Next page') : '');
-    const bulk = (filter.queue || filter.task) ? confirmButton('Cancel every queued or running match',
-      'Click again to cancel them', {class: 'danger', dataset: {action: 'cancel-matching'}},
-      () => act('cancel', {queue: filter.queue, task: filter.task},
-        (r) => r.cancelled + ' cancelled, ' + r.requested + ' cancel requested')) : '';
+    // A bulk cancel takes the queue, the task and the state: offered only when the filter is
+    // made of those alone, so that it cancels exactly the matches (of every page).
+    const cancellable = {pending: 'queued', started: 'running'};
+    const bulkState = filter.status ? cancellable[filter.status] : undefined;
+    const bulk = (filter.queue || filter.task) && !filter['enqueued-from'] &&
+      !filter['enqueued-to'] && (!filter.status || bulkState)
+      ? confirmButton('Cancel every ' + (bulkState || 'queued or running') + ' match',
+        'Click again to cancel them', {class: 'danger', dataset: {action: 'cancel-matching'}},
+        () => act('cancel', {queue: filter.queue, task: filter.task, state: bulkState},
+          (r) => r.cancelled + ' cancelled, ' + r.requested + ' cancel requested'))
+      : '';
     this.results.replaceChildren(table(['Id', 'Status', 'Queue', 'Task', 'Attempts#', 'Published',
       'Finished', 'Failure', ''], rows, 'No message matches.'), pager, bulk);
   },
@@ -326,6 +356,9 @@ views.message = {
     const params = {id: this.id};
     if (this.payload) params.payload = true;
     const data = await api('message', params);
+    return () => this.draw(data);
+  },
+  draw(data) {
     const m = data.state;
     const field = (name, value) => [h('dt', {}, name), h('dd', {dataset: {field: name}}, value)];
     const json = (v) => h('pre', {}, JSON.stringify(v, null, 2));
@@ -385,6 +418,10 @@ views.failed = {
     const p = this.params;
     const filter = {queue: p.get('queue') || '', task: p.get('task') || ''};
     const data = await api('failed', Object.assign({limit: 100, after: p.get('after')}, filter));
+    return () => this.draw(data, filter);
+  },
+  draw(data, filter) {
+    const p = this.params;
     const row = (m, retried) => h('tr', {dataset: {id: m.message_id}},
       h('td', {class: 'mono', dataset: {field: 'id'}},
         h('a', {href: '#/message/' + m.message_id}, m.message_id)),
@@ -398,7 +435,7 @@ views.failed = {
           (x) => 'message ' + m.message_id + ': ' + x.status + ', now ' + x.state);
         if (r) {
           this.retried.set(m.message_id, {m, state: r.state});
-          this.refresh();
+          refresh();
         }
       })));
     const listed = new Set(data.items.map((m) => m.message_id));
@@ -423,6 +460,9 @@ views.schedules = {
   },
   async refresh() {
     const data = await api('schedules');
+    return () => this.draw(data);
+  },
+  draw(data) {
     const rows = data.items.map((s) => h('tr', {dataset: {name: s.name}},
       cell('name', s.name), cell('task', s.task), cell('queue', s.queue),
       cell('when', s.cron ? s.cron + ' (' + s.time_zone + ')' : 'every ' + age(s.interval_ms / 1000)),
@@ -451,6 +491,9 @@ views.nodes = {
   },
   async refresh() {
     const data = await api('nodes');
+    return () => this.draw(data);
+  },
+  draw(data) {
     const rows = data.nodes.map((n) => h('tr', {dataset: {node: n.node_id}},
       cell('node_id', n.node_id, 'num'), cell('name', n.name), cell('host', n.host),
       cell('pid', n.pid, 'num'), cell('queues', n.queues.join(', '), 'wrap'),
@@ -471,27 +514,47 @@ function route() {
   const [path, search] = hash.split('?');
   const parts = path.split('/');
   const params = new URLSearchParams(search || '');
-  if (parts[0] === 'message' && parts[1]) return {name: 'message', params, id: decodeURIComponent(parts[1])};
+  if (parts[0] === 'message' && parts[1]) {
+    let id = parts[1];
+    try {
+      id = decodeURIComponent(id);
+    } catch (e) {
+      // a malformed escape: the id as written, which the dashboard refuses by name
+    }
+    return {name: 'message', params, id};
+  }
   return {name: views[parts[0]] ? parts[0] : 'queues', params};
 }
 
 async function refresh() {
-  if (!app.view || app.busy) return;
+  if (!app.view) return;
+  if (app.busy) {
+    app.again = true; // once this one ends
+    return;
+  }
   app.busy = true;
+  app.again = false;
+  const view = app.view;
+  const generation = app.generation;
   try {
-    await app.view.refresh();
-    document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString(undefined, {hour12: false});
-    document.body.dataset.loaded = app.view.name;
+    const draw = await view.refresh();
+    if (generation === app.generation) {
+      draw();
+      document.getElementById('updated').textContent = 'updated ' + new Date().toLocaleTimeString(undefined, {hour12: false});
+      document.body.dataset.loaded = view.name;
+    }
   } catch (e) {
-    notice(e.message, true);
+    if (generation === app.generation) notice(e.message, true);
   } finally {
     app.busy = false;
+    if (app.again || generation !== app.generation) refresh();
   }
 }
 
 function show() {
   const r = route();
   const root = document.getElementById('view');
+  app.generation += 1;
   app.view = Object.assign(views[r.name], {name: r.name});
   delete document.body.dataset.loaded;
   document.getElementById('notice').hidden = true;

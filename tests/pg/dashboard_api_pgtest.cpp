@@ -201,6 +201,20 @@ CAF_TEST(input from the page is refused as the CLI refuses it) {
   CAF_CHECK_EQUAL(missing.status, 404);
   auto no_schedule = d.post("/api/schedule/enable?name=nothing", bearer());
   CAF_CHECK_EQUAL(no_schedule.status, 404);
+  // A parameter that needs a value and has none is refused by name, not read as a flag that
+  // takes the next parameter as its value.
+  auto empty = d.get("/api/messages?enqueued-from=&enqueued-to=now");
+  CAF_CHECK_EQUAL(empty.status, 400);
+  CAF_CHECK(has(empty.body, "parameter enqueued-from needs a value"));
+  CAF_CHECK_EQUAL(d.get("/api/messages?asc").status, 200);
+  CAF_CHECK_EQUAL(d.get("/api/messages?count").status, 200);
+  // Unknown routes answer JSON too.
+  auto nowhere = d.get("/api/nowhere");
+  CAF_CHECK_EQUAL(nowhere.status, 404);
+  CAF_CHECK(has(nowhere.body, R"({"error":"no such API path: /api/nowhere"})"));
+  auto no_action = d.post("/api/drop", bearer());
+  CAF_CHECK_EQUAL(no_action.status, 404);
+  CAF_CHECK(has(no_action.body, R"("error":"no such action)"));
 }
 
 CAF_TEST(requests for another host are refused and no answer shows the password) {
@@ -212,6 +226,18 @@ CAF_TEST(requests for another host are refused and no answer shows the password)
   auto rebound = d.get("/api/queues", {{"Host", "attacker.example:80"}});
   CAF_CHECK_EQUAL(rebound.status, 403);
   CAF_CHECK(has(rebound.body, "loopback"));
+  // Names that only look like loopback ones are another site's names.
+  for (const auto* host : {"127.attacker.example", "127.0.0.1.nip.io:9481", "[::2]:80",
+                           "localhost.attacker.example", "localhost:x", "[::1]x", "127.1"}) {
+    CAF_CHECK_EQUAL(d.get("/api/session", {{"Host", host}}).status, 403);
+    CAF_CHECK_EQUAL(
+      d.post("/api/pause?queue=default", {{"Host", host}, {"Authorization", "Bearer " + token}})
+        .status,
+      403);
+  }
+  for (const auto* host :
+       {"localhost:1", "LOCALHOST", "127.0.0.1", "127.8.9.10:80", "[::1]:9481", "[::1]"})
+    CAF_CHECK_EQUAL(d.get("/api/session", {{"Host", host}}).status, 200);
   CAF_CHECK_EQUAL(d.get("/api/queues", {{"Host", "localhost:1"}}).status, 200);
   std::string everything = d.output();
   for (const auto* path : {"/", "/app.js", "/style.css", "/api/session", "/api/queues",
@@ -221,24 +247,52 @@ CAF_TEST(requests for another host are refused and no answer shows the password)
     everything += r.body;
   }
   CAF_CHECK(!has(everything, secret));
-  // A database that cannot be reached: the reason, without the password.
-  testkit::served_process down("--dsn " + testkit::shell_quote("host=127.0.0.1 port=1 "
-                                                               "dbname=x connect_timeout=2 "
-                                                               "password=" +
-                                                               secret),
-                               "dashboard", "", env);
+  // A database that cannot be reached: the page is told so, without any part of the DSN; the
+  // log has the reason, with libpq's secrets masked.
+  testkit::served_process down(
+    "--dsn " + testkit::shell_quote("host=127.0.0.1 port=1 dbname=nowhere_db connect_timeout=2 "
+                                    "user=someone_user password=" +
+                                    secret + " sslpassword=" + secret + "-ssl"),
+    "dashboard", "", env);
   auto r = down.get("/api/queues");
   CAF_CHECK_EQUAL(r.status, 503);
+  const std::string told =
+    "{\"error\":\"the area's database could not be read (the dashboard's log says why)\"}";
+  CAF_CHECK_EQUAL(r.body, told);
+  for (const auto* part : {"nowhere_db", "someone_user", "port=1", "127.0.0.1"})
+    CAF_CHECK(!has(r.body, part));
   CAF_CHECK(!has(r.body + down.output(), secret));
+  CAF_CHECK(testkit::wait_until([&] { return has(down.output(), "nowhere_db"); }, 10s));
+}
+
+CAF_TEST(every action is logged with its status and the scheme is read without regard to case) {
+  auto d = dashboard();
+  CAF_CHECK_EQUAL(d.post("/api/pause?queue=default").status, 401);
+  CAF_CHECK_EQUAL(d.post("/api/pause?queue=default", {{"Authorization", "bearer " + token}}).status,
+                  200);
+  CAF_CHECK_EQUAL(
+    d.post("/api/resume?queue=default", {{"Authorization", "BEARER " + token}}).status, 200);
+  CAF_CHECK_EQUAL(d.post("/api/resume?queue=default", {{"Authorization", "Basic " + token}}).status,
+                  401);
+  CAF_CHECK(testkit::wait_until(
+    [&] {
+      auto log = d.output();
+      return has(log, "POST /api/pause from 127.0.0.1: 401") &&
+             has(log, "POST /api/pause from 127.0.0.1: 200") &&
+             has(log, "POST /api/resume from 127.0.0.1: 401");
+    },
+    10s));
+  CAF_CHECK(!has(d.output(), token));
 }
 
 CAF_TEST(a weak token or an unreadable token file stops it at start) {
+  // Bounded: a dashboard that started instead of refusing would otherwise serve for good.
   auto weak = testkit::troupe_cli(global() + " dashboard --listen 127.0.0.1:0",
-                                  "TROUPE_DASHBOARD_TOKEN=short ");
+                                  "TROUPE_DASHBOARD_TOKEN=short timeout 20 ");
   CAF_CHECK_EQUAL(weak.status, 1);
   CAF_CHECK(has(weak.out, "needs at least 16"));
-  auto missing =
-    testkit::troupe_cli(global() + " dashboard --listen 127.0.0.1:0 --token-file /nonexistent/t");
+  auto missing = testkit::troupe_cli(
+    global() + " dashboard --listen 127.0.0.1:0 --token-file /nonexistent/t", "timeout 20 ");
   CAF_CHECK_EQUAL(missing.status, 1);
   CAF_CHECK(has(missing.out, "option --token-file: cannot read"));
   // A token from a file: the file's first line.
@@ -250,7 +304,7 @@ CAF_TEST(a weak token or an unreadable token file stops it at start) {
                             "-u TROUPE_DASHBOARD_TOKEN");
   CAF_CHECK_EQUAL(d.post("/api/pause?queue=default", bearer()).status, 200);
   std::remove(path);
-  auto bad_listen = testkit::troupe_cli(global() + " dashboard --listen nowhere");
+  auto bad_listen = testkit::troupe_cli(global() + " dashboard --listen nowhere", "timeout 20 ");
   CAF_CHECK_EQUAL(bad_listen.status, 2);
   CAF_CHECK(has(bad_listen.out, "option --listen"));
 }
@@ -260,10 +314,14 @@ CAF_TEST(the throughput chart counts finished messages per second between sample
   CAF_CHECK(has(d.get("/api/session").body, R"("sample_ms":1000)"));
   for (int i = 0; i < 30; ++i)
     producer.enqueue(twice(i));
+  // The node starts once the chart has an interval of "default" with nothing finished: every
+  // message then finishes after the first sample that counted the queue.
+  CAF_REQUIRE(testkit::wait_until(
+    [&] { return has(d.get("/api/queues").body, R"("finished":{"default":0})"); }, 20s));
   start_node();
   CAF_REQUIRE(testkit::wait_until([&] { return count("state = 'done'") == 30; }, 30s));
-  // The counts of "default" over the chart's intervals add up to the 30 finished messages,
-  // and each interval's rate is its count over its length.
+  // The counts of "default" over the chart's intervals add up to the 30 finished messages
+  // (dashboard_throughput checks each interval's rate).
   auto total_of = [](const std::string& body) {
     static const std::regex finished(R"re("finished":\{"default":([0-9]+)\})re");
     std::int64_t sum = 0;

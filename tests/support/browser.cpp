@@ -107,9 +107,13 @@ browser::browser(const std::string& chromium, int width, int height) {
   std::string log = profile_ + ".log";
   pid_ = ::fork();
   if (pid_ == 0) {
-    // Chromium reads commands on fd 3 and writes answers on fd 4.
-    ::dup2(commands[0], 3);
-    ::dup2(events[1], 4);
+    // Chromium reads commands on fd 3 and writes answers on fd 4. Both ends move above 4
+    // first: an end that is fd 3 or 4 already would be overwritten by the other's dup2, or keep
+    // its close-on-exec flag (dup2 onto itself does nothing).
+    int read_end = ::fcntl(commands[0], F_DUPFD, 5);
+    int write_end = ::fcntl(events[1], F_DUPFD, 5);
+    ::dup2(read_end, 3);
+    ::dup2(write_end, 4);
     int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (out >= 0) {
       ::dup2(out, 1);

@@ -92,6 +92,11 @@ CAF_TEST(passwords never survive redaction) {
     CAF_CHECK(has(shown, "password=***"));
     CAF_CHECK(has(shown, "host=db"));
   }
+  // Every secret libpq knows, not just the password: the client key's passphrase too.
+  auto ssl = redact_dsn("host=db sslpassword=s3cret sslkey=/k.pem");
+  CAF_CHECK(!has(ssl, "s3"));
+  CAF_CHECK(has(ssl, "sslpassword=***"));
+  CAF_CHECK(!has(redact_secrets("host=db sslpassword=s3cret"), "s3"));
   CAF_CHECK_EQUAL(redact_dsn("host=db"), "host=db");
   CAF_CHECK_EQUAL(redact_dsn("app"), "dbname=app");
   CAF_CHECK_EQUAL(redact_dsn(""), "");
