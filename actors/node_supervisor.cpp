@@ -105,6 +105,20 @@ void answer_ready_waiters(supervisor_ptr self, const caf::error& err) {
   st.ready_waiters.clear();
 }
 
+// What the node will run, said once at its start so that an operator reads it in the log:
+// each queue with its executors and its tasks, the scheduler and the metrics endpoint.
+void report_what_runs(const node_context& n) {
+  for (const auto& q : n.options.queues)
+    log().info("node runs queue={} concurrency={} prefetch={} poll={}ms tasks={}", q.name,
+               q.concurrency, q.prefetch, q.poll_interval.count(),
+               n.tasks ? fmt::format("{}", fmt::join(n.tasks->names_on(q.name), ","))
+                       : std::string{});
+  log().info("node scheduler={} metrics={}", n.options.scheduler.enabled ? "on" : "off",
+             n.metrics_server
+               ? fmt::format("{}:{}", n.options.metrics.bind, n.metrics_server->port())
+               : std::string{"off"});
+}
+
 void start_registered_children(supervisor_ptr self) {
   auto& st = self->state;
   run_node_hooks(self, true); // before any consumer can start an attempt
@@ -115,6 +129,7 @@ void start_registered_children(supervisor_ptr self) {
   answer_ready_waiters(self, caf::error{});
   log().info("node started node={} name={} queues={}", st.node.node_id, st.node.identity.name,
              fmt::join(st.node.identity.queues, ","));
+  report_what_runs(st.node);
   // What the node's tasks may take by key (limit_guard(ctx, key)).
   for (const auto& l : st.node.options.limits)
     log().info("node declares limiter key={} kind={} limit={}{}", l.key, to_string(l.kind),

@@ -6,6 +6,9 @@
 #include "actors/protocol.hpp"
 #include "troupe/log.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -31,8 +34,26 @@ void keep_large_allocations_returnable() {
 
 } // namespace
 
+void check_queues_served(const node_options& options, const task_registry& tasks) {
+  for (const auto& q : options.queues) {
+    if (!tasks.names_on(q.name).empty())
+      continue;
+    auto served = tasks.queues();
+    throw error(errc::invalid_argument,
+                fmt::format("queues.{}: no registered task runs on queue \"{}\" (the tasks "
+                            "registered run on: {}); register one, or name the queue in a task's "
+                            "task_options::also_queues",
+                            q.name, q.name,
+                            served.empty() ? std::string{"none, no task is registered"}
+                                           : fmt::format("{}", fmt::join(served, ", "))));
+  }
+}
+
 node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
                              std::shared_ptr<const task_registry> tasks) {
+  if (!tasks)
+    throw error(errc::invalid_argument, "spawn_worker_node: no task registry given");
+  check_queues_served(options, *tasks);
   keep_large_allocations_returnable();
   return actors::spawn_node_supervisor(sys, std::move(options), std::move(tasks));
 }
@@ -58,6 +79,7 @@ struct worker_node::impl {
 worker_node::worker_node(node_options options, task_registry tasks)
     : impl_(std::make_unique<impl>()) {
   validate(options);
+  check_queues_served(options, tasks);
   impl_->options = std::move(options);
   impl_->tasks = std::make_shared<const task_registry>(std::move(tasks));
 }

@@ -8,6 +8,7 @@ packages=(
   libhowardhinnant-date-dev tzdata libcpp-httplib-dev
   prometheus chromium
   postgresql-15 postgresql-client-15 pkg-config
+  iproute2
 )
 missing=()
 for p in "${packages[@]}"; do

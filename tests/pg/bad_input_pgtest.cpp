@@ -257,7 +257,10 @@ CAF_TEST(a failure record is stored in a SQL_ASCII database whatever bytes it ho
     o.dsn = dsn;
     o.area = where;
     o.queues.push_back(queue_options{});
-    auto node = spawn_worker_node(sys, o, std::make_shared<task_registry>());
+    // A node of one other task: it has none of that name.
+    auto tasks = std::make_shared<task_registry>();
+    tasks->define(task_ref<void()>{"ascii.other"}, [] {});
+    auto node = spawn_worker_node(sys, o, tasks);
     auto failed = [&] {
       return conn
                .exec(fmt::format("SELECT count(*) FROM troupe.queue WHERE message_id = '{}' AND "

@@ -36,6 +36,7 @@ struct fixture : testkit::node_harness {
     tasks->define(twice, [](int x) { return 2 * x; });
     task_options no_retries;
     no_retries.max_retries = 0;
+    no_retries.also_queues = {"work"}; // sent there with on_queue
     tasks->define(
       flaky,
       [] {
@@ -117,8 +118,8 @@ CAF_TEST(the page shows what SQL says and its buttons retry pause resume and dis
   CAF_CHECK_EQUAL(shown(b, "default", "done"), 5);
   CAF_CHECK_EQUAL(shown(b, "work", "failed"), 2);
   CAF_CHECK_EQUAL(shown(b, "later", "scheduled"), 2);
-  // The chart draws a line once two samples are in.
-  CAF_CHECK(b.wait_for("document.querySelector('.chart polyline')"));
+  // The chart draws the queue's rate (a dot, then a line) once two samples are in.
+  CAF_CHECK(b.wait_for("document.querySelector('.chart [data-queue=\"default\"]')"));
   b.screenshot(shot("queues"));
 
   // Without the token the buttons are disabled; with it they act.

@@ -3,11 +3,14 @@
 #include "troupe/error.hpp"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace troupe::testkit {
@@ -86,6 +89,18 @@ local_postgres local_postgres::start(options opts) {
       throw error(errc::connection_lost,
                   "initdb failed in " + opts.dir + ":\n" + tail_of(dir / "initdb.log"));
   }
+  if (!opts.hba_lines.empty()) {
+    auto hba = dir / "data" / "pg_hba.conf";
+    std::string text;
+    {
+      std::ifstream in(hba);
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    std::ofstream out(hba, std::ios::app);
+    for (const auto& line : opts.hba_lines)
+      if (text.find(line) == std::string::npos)
+        out << line << "\n";
+  }
   local_postgres pg(std::move(opts));
   pg.start_server();
   return pg;
@@ -117,11 +132,32 @@ void local_postgres::stop() {
 }
 
 void local_postgres::restart() {
+  stop_immediately();
+  start_server();
+}
+
+void local_postgres::stop_leftovers(const std::string& prefix) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+    auto name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0)
+      continue;
+    auto pid = std::atol(name.c_str() + prefix.size());
+    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)
+      continue;
+    if (fs::exists(entry.path() / "data" / "PG_VERSION", ec))
+      run_as_server_user(fmt::format("{}/pg_ctl -D {} -m immediate -w stop >/dev/null 2>&1",
+                                     postgres_bin_dir(),
+                                     shell_quote((entry.path() / "data").string())));
+    fs::remove_all(entry.path(), ec);
+  }
+}
+
+void local_postgres::stop_immediately() {
   auto bin = postgres_bin_dir();
   auto data = shell_quote((fs::path(opts_.dir) / "data").string());
   run_as_server_user(
     fmt::format("{}/pg_ctl -D {} -m immediate -w stop >/dev/null 2>&1", bin, data));
-  start_server();
 }
 
 } // namespace troupe::testkit

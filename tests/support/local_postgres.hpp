@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace troupe::testkit {
 
@@ -17,6 +18,8 @@ public:
     int port = 5432;
     /// Extra server settings, as "-c name=value" words for pg_ctl -o.
     std::string server_options;
+    /// Lines added to pg_hba.conf when missing (a TCP listener's clients, say).
+    std::vector<std::string> hba_lines;
   };
 
   /// Starts the cluster (creating it first when the folder has none); returns once it accepts
@@ -32,6 +35,14 @@ public:
   void stop();
   /// Restarts the server (immediate stop, then start): sessions are cut as in a crash.
   void restart();
+  /// Stops the server at once (immediate: as in a crash); start_again() brings it back.
+  void stop_immediately();
+  void start_again() { start_server(); }
+
+  /// Stops the clusters in folders of the temporary directory named `prefix` + PID + anything,
+  /// whose test process PID is gone (it crashed or was killed before it could stop them), and
+  /// removes the folders.
+  static void stop_leftovers(const std::string& prefix);
 
   /// Runs a shell command as the server's user (postgres when root). Returns the exit status.
   static int run_as_server_user(const std::string& command);

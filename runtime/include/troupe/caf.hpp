@@ -187,10 +187,11 @@ std::string describe(const caf::error& err);
 
 /// Spawns a worker node into `sys`: its supervisor, listener, storage pool, one consumer per
 /// configured queue, the completion batcher and the janitor. Throws troupe::error
-/// (invalid_argument) for bad options. Stop it with a `stop_atom` request, which replies once
-/// the node is down; until then `sys` must stay alive. The standalone troupe::worker_node also
-/// sets the system's `work-stealing.moderate-poll-attempts` to 0 (see docs/performance.md);
-/// an application's own system may want the same for low latency.
+/// (invalid_argument) for bad options and for a queue no task runs on (check_queues_served). Stop
+/// it with a `stop_atom` request, which replies once the node is down; until then `sys` must stay
+/// alive. The standalone troupe::worker_node also sets the system's
+/// `work-stealing.moderate-poll-attempts` to 0 (see docs/performance.md); an application's own
+/// system may want the same for low latency.
 node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
                              std::shared_ptr<const task_registry> tasks);
 

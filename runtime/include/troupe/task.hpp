@@ -235,6 +235,9 @@ struct task_options {
   /// decode quotes (troupe::decode_failed). 0, the default, quotes none: arguments can hold
   /// what must not reach a failure record or a log.
   std::size_t quote_args_in_failures = 0;
+  /// Other queues this task's messages are sent to with message::on_queue. A worker node
+  /// refuses to start with a queue that no registered task names, as its task's queue or here.
+  std::vector<std::string> also_queues;
 
   /// Never retry when the task throws an `E` (or something derived from it).
   template <class E>
@@ -340,8 +343,11 @@ public:
   /// The task called `name`, or nullptr.
   const task_entry* find(std::string_view name) const;
 
-  /// The queues the registered tasks use, sorted, without duplicates.
+  /// The queues the registered tasks use (their own and their also_queues), sorted, without
+  /// duplicates.
   std::vector<std::string> queues() const;
+  /// The names of the tasks that use `queue`, sorted.
+  std::vector<std::string> names_on(std::string_view queue) const;
   /// The names of the registered tasks, sorted.
   std::vector<std::string> names() const;
 

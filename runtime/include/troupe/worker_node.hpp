@@ -22,6 +22,12 @@ struct run_summary {
   std::int64_t abandoned = 0;
 };
 
+/// Refuses (troupe::error(invalid_argument), naming the queue) a configured queue that no task
+/// in `tasks` runs on: its messages could only fail as unknown tasks. A task runs on its
+/// task_ref's queue and on its task_options::also_queues. worker_node and spawn_worker_node
+/// call it.
+void check_queues_served(const node_options& options, const task_registry& tasks);
+
 /// Runs one worker node in this process until SIGTERM or SIGINT (or request_stop()).
 class worker_node {
 public:
