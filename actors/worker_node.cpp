@@ -53,6 +53,7 @@ node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
                              std::shared_ptr<const task_registry> tasks) {
   if (!tasks)
     throw error(errc::invalid_argument, "spawn_worker_node: no task registry given");
+  validate(options); // names and ranges first: a bad queue name is refused as such
   check_queues_served(options, *tasks);
   keep_large_allocations_returnable();
   return actors::spawn_node_supervisor(sys, std::move(options), std::move(tasks));

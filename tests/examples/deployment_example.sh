@@ -69,7 +69,7 @@ names=$(psql "$dsn" -Atc "SELECT string_agg(name, ',' ORDER BY name) FROM $schem
 
 "$bin/hello-producer" "$dsn" 200 "$schema" >/dev/null # 200 greetings + 1 delayed fibonacci
 deadline=$((SECONDS + 60))
-until "$bin/troupe" --dsn "$dsn" --schema "$schema" stats --json --queue hello | grep -q '"done":201'; do
+until grep -q '"done":201' <<<"$("$bin/troupe" --dsn "$dsn" --schema "$schema" stats --json --queue hello)"; do
   [ $SECONDS -lt $deadline ] || fail "not every message was done within 60 s"
   sleep 0.2
 done

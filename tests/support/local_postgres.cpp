@@ -3,7 +3,9 @@
 #include "troupe/error.hpp"
 
 #include <fmt/format.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -144,6 +146,14 @@ void local_postgres::stop_leftovers(const std::string& prefix) {
       continue;
     auto pid = std::atol(name.c_str() + prefix.size());
     if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)
+      continue;
+    // Only a folder a test run made: owned by this user or the server's, and writable by no one
+    // else (the temporary directory is everyone's).
+    struct stat st {};
+    const passwd* server_user = ::getpwnam("postgres");
+    if (::stat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 ||
+        (st.st_uid != ::geteuid() && (!server_user || st.st_uid != server_user->pw_uid)))
       continue;
     if (fs::exists(entry.path() / "data" / "PG_VERSION", ec))
       run_as_server_user(fmt::format("{}/pg_ctl -D {} -m immediate -w stop >/dev/null 2>&1",

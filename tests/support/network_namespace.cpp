@@ -24,6 +24,12 @@ const char* ip_binary() {
   return nullptr;
 }
 
+/// `ip` by its path, or by name (the PATH decides) when none was found.
+std::string ip_path() {
+  const char* p = ip_binary();
+  return p ? p : "ip";
+}
+
 /// Runs a shell command; returns its exit status and what it printed (stdout and stderr).
 std::pair<int, std::string> run(const std::string& command) {
   std::string out;
@@ -81,14 +87,17 @@ std::string network_namespace::unavailable() {
 }
 
 network_namespace::network_namespace(int index) {
-  const std::string ip = ip_binary() ? ip_binary() : "ip";
+  const std::string ip = ip_path();
   remove_leftovers(ip);
   auto pid = ::getpid();
   name_ = fmt::format("troupe-{}-{}", pid, index);
   outside_link_ = fmt::format("tr{}h{}", pid, index);
   auto inside_link = fmt::format("tr{}n{}", pid, index);
-  outside_ = fmt::format("169.254.{}.1", 100 + index);
-  inside_ = fmt::format("169.254.{}.2", 100 + index);
+  // Four /24s of 169.254.0.0/16 per process (third octet 16 to 239), chosen by the pid, so that
+  // runs of two build folders side by side do not share addresses.
+  int subnet = 16 + (static_cast<int>(pid) % 56) * 4 + index % 4;
+  outside_ = fmt::format("169.254.{}.1", subnet);
+  inside_ = fmt::format("169.254.{}.2", subnet);
   try {
     must(fmt::format("{} netns add {}", ip, name_));
     must(fmt::format("{} link add {} type veth peer name {}", ip, outside_link_, inside_link));
@@ -107,25 +116,25 @@ network_namespace::network_namespace(int index) {
 }
 
 network_namespace::~network_namespace() {
-  const std::string ip = ip_binary() ? ip_binary() : "ip";
+  const std::string ip = ip_path();
   // Deleting one end of a veth pair deletes both.
   run(fmt::format("{} link del {}", ip, outside_link_));
   run(fmt::format("{} netns del {}", ip, name_));
 }
 
 void network_namespace::cut() {
-  must(fmt::format("{} link set {} down", ip_binary(), outside_link_));
+  must(fmt::format("{} link set {} down", ip_path(), outside_link_));
 }
 
 void network_namespace::restore() {
-  must(fmt::format("{} link set {} up", ip_binary(), outside_link_));
+  must(fmt::format("{} link set {} up", ip_path(), outside_link_));
 }
 
 std::pair<std::string, std::vector<std::string>>
 network_namespace::command(const std::string& program, const std::vector<std::string>& args) const {
   std::vector<std::string> all{"netns", "exec", name_, program};
   all.insert(all.end(), args.begin(), args.end());
-  return {ip_binary(), all};
+  return {ip_path(), all};
 }
 
 } // namespace troupe::testkit

@@ -1,9 +1,9 @@
 // A network namespace joined to this one by a veth pair, for fault tests that cut a worker
 // node's link to PostgreSQL (the link goes down; nothing is killed). Addresses come from the
 // link-local range 169.254.0.0/16, one /30 per namespace: 169.254.<subnet>.1 on this side (where
-// a test's PostgreSQL listens), .2 inside. Needs root and `ip` (iproute2). The namespace and its
-// link are removed on destruction; ones left by a test process that died are removed by the
-// next construction.
+// a test's PostgreSQL listens), .2 inside, the subnet chosen by the process id and the index. Needs
+// root and `ip` (iproute2). The namespace and its link are removed on destruction; ones left by a
+// test process that died are removed by the next construction.
 #pragma once
 
 #include <string>
@@ -16,7 +16,7 @@ public:
   /// Why namespaces cannot be made here (not root, no `ip`, no permission), or "" when they can.
   static std::string unavailable();
 
-  /// Creates namespace `index` (0 to 99) of this process, linked over 169.254.<100+index>.0/30.
+  /// Creates namespace `index` (0 to 3) of this process, on a /30 of its own.
   /// Throws troupe::error(bug) with `ip`'s output when a step fails.
   explicit network_namespace(int index);
   ~network_namespace();
