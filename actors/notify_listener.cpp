@@ -11,13 +11,6 @@
 
 namespace troupe::actors {
 
-bool parse_wake_payload(std::string_view payload, std::string& queue) {
-  if (!is_valid_queue_name(payload))
-    return false;
-  queue.assign(payload);
-  return true;
-}
-
 namespace {
 
 using namespace std::chrono;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "actors/protocol.hpp"
+#include "actors/wake_payload.hpp"
 #include "storage/records.hpp"
 #include "storage/statements.hpp"
 
@@ -31,8 +32,5 @@ struct listener_settings {
 /// ignored. On a shutdown exit it removes the node's row and closes its connection, which
 /// releases the lock.
 caf::actor spawn_notify_listener(caf::actor_system& sys, listener_settings settings);
-
-/// Whether a notification payload names a queue; `queue` receives it.
-bool parse_wake_payload(std::string_view payload, std::string& queue);
 
 } // namespace troupe::actors

@@ -6,6 +6,9 @@
 // parser, which needs no server.
 #include <libpq-fe.h>
 
+#include <algorithm>
+#include <cctype>
+
 namespace troupe {
 
 namespace {
@@ -37,7 +40,13 @@ void validate_dsn(std::string_view dsn) {
   }
   std::string detail = err ? trim(err) : std::string("out of memory");
   PQfreemem(err);
-  if (redact_secrets(text) != text || text.find('@') != std::string::npos)
+  // libpq quotes the token it could not read, and a mistyped setting ("password:s3cret",
+  // "passwordX") is such a token: withhold its words whenever the text could hold a password.
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (redact_secrets(text) != text || text.find('@') != std::string::npos ||
+      lower.find("password") != std::string::npos)
     throw error(errc::invalid_argument,
                 "invalid PostgreSQL connection string (libpq's explanation is withheld because "
                 "it can quote part of the password)");

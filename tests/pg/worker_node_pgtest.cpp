@@ -209,12 +209,13 @@ CAF_TEST(a delayed message is found while every executor is busy) {
   // Published before the node starts, so its first claim is its only one (no notification
   // follows). The one executor takes the long task, so that claim leaves none idle and does
   // not ask for the eta, and nothing is ready after it: the node must still learn when the
-  // delayed message is due, and run it when the long task ends (not at the poll, 10 s).
+  // delayed message is due, and run it when the long task ends (not at the poll, 10 s). The
+  // bound leaves a loaded machine time, and stays under the poll.
   auto sent = producer.enqueue_many({nap(1500), add(6, 6)}, {{}, enqueue_options::delayed(400ms)});
   auto node = spawn_worker_node(*sys, options(1, 4), tasks);
   CAF_CHECK(testkit::wait_until(
     [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", sent[1].id)) == 1; },
-    4s));
+    8s));
   stop(node);
 }
 
@@ -222,11 +223,12 @@ CAF_TEST(messages queued behind a long task move to an idle executor) {
   // Each executor gets its next messages before it finishes the one it runs. Published before
   // the node starts, so one claim takes all eight: the long task and a quick message on each
   // executor, then three quick messages queued behind each. The second executor finishes its
-  // four and must take over the three queued behind the long task, not leave them waiting 3 s.
+  // four and must take over the three queued behind the long task, not leave them waiting 5 s
+  // (the bound leaves a loaded machine time, and stays under the long task).
   auto sent = producer.enqueue_many(
-    {nap(3000), add(1, 1), add(2, 2), add(3, 3), add(4, 4), add(5, 5), add(6, 6), add(7, 7)});
+    {nap(5000), add(1, 1), add(2, 2), add(3, 3), add(4, 4), add(5, 5), add(6, 6), add(7, 7)});
   auto node = spawn_worker_node(*sys, options(2, 6), tasks);
-  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 7; }, 2s));
+  CAF_CHECK(testkit::wait_until([&] { return count("state = 'done'") == 7; }, 4s));
   CAF_CHECK_EQUAL(count(fmt::format("message_id = '{}' AND state = 'running'", sent[0].id)), 1);
   CAF_CHECK_EQUAL(count("attempts > 1"), 0);
   stop(node);
