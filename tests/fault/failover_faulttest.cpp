@@ -6,6 +6,7 @@
 #define CAF_SUITE failover_faults
 #include <caf/test/unit_test.hpp>
 
+#include "cli_runner.hpp"
 #include "local_postgres.hpp"
 #include "scratch_area.hpp"
 #include "storage/connection.hpp"
@@ -33,13 +34,6 @@ namespace {
 task_ref<void(int)> sleep_ms{"sleep_ms"};
 
 const area where{"failover", ""};
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s)
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 struct replicated_pair {
   fs::path primary_dir;
@@ -72,12 +66,13 @@ struct replicated_pair {
        "-c synchronous_standby_names='*'"});
     fs::create_directories(standby_dir);
     if (::geteuid() == 0)
-      std::system(fmt::format("chown postgres: {}", shell_quote(standby_dir.string())).c_str());
+      std::system(
+        fmt::format("chown postgres: {}", testkit::shell_quote(standby_dir.string())).c_str());
     auto backup =
       fmt::format("{}/pg_basebackup -h {} -p 5432 -U postgres -D {} -X stream -R -c fast >{} 2>&1",
-                  testkit::postgres_bin_dir(), shell_quote(primary_dir.string()),
-                  shell_quote((standby_dir / "data").string()),
-                  shell_quote((standby_dir / "basebackup.log").string()));
+                  testkit::postgres_bin_dir(), testkit::shell_quote(primary_dir.string()),
+                  testkit::shell_quote((standby_dir / "data").string()),
+                  testkit::shell_quote((standby_dir / "basebackup.log").string()));
     if (testkit::local_postgres::run_as_server_user(backup) != 0)
       throw std::runtime_error("pg_basebackup failed; see " +
                                (standby_dir / "basebackup.log").string());
@@ -174,7 +169,7 @@ CAF_TEST(nodes and producers follow a promoted standby and every acknowledged me
   primary->stop_immediately();
   auto promote =
     fmt::format("{}/pg_ctl -D {} -w promote >/dev/null 2>&1", testkit::postgres_bin_dir(),
-                shell_quote((standby_dir / "data").string()));
+                testkit::shell_quote((standby_dir / "data").string()));
   CAF_REQUIRE_EQUAL(testkit::local_postgres::run_as_server_user(promote), 0);
   auto before = acknowledged_count();
   // Publishing goes on against the new primary.
