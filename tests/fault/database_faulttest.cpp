@@ -63,15 +63,7 @@ struct private_cluster {
 
   /// The first column of the first row of `query`, on a fresh connection (the server may have
   /// restarted since the last one); -1 while it cannot be read.
-  std::int64_t scalar(const std::string& query) {
-    try {
-      auto c = storage::connection::open(pg.dsn(), "troupe-test");
-      auto r = c.exec(query);
-      return r.is_null(0, 0) ? 0 : r.int64(0, 0);
-    } catch (const std::exception&) {
-      return -1;
-    }
-  }
+  std::int64_t scalar(const std::string& query) { return testkit::scalar_at(pg.dsn(), query); }
   std::int64_t count(const std::string& where_clause) {
     return scalar("SELECT count(*) FROM dbfault.queue WHERE " + where_clause);
   }

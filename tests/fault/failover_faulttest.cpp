@@ -79,8 +79,9 @@ struct replicated_pair {
     standby = testkit::local_postgres::start({standby_dir.string(), 5433, "-c fsync=off"});
     if (!testkit::wait_until(
           [&] {
-            return scalar(primary->dsn(), "SELECT count(*) FROM pg_stat_replication WHERE state = "
-                                          "'streaming' AND sync_state = 'sync'") == 1;
+            return testkit::scalar_at(primary->dsn(),
+                                      "SELECT count(*) FROM pg_stat_replication WHERE state = "
+                                      "'streaming' AND sync_state = 'sync'") == 1;
           },
           30s))
       throw std::runtime_error("the standby did not stream synchronously within 30 s");
@@ -102,16 +103,7 @@ struct replicated_pair {
     fs::remove_all(primary_dir.parent_path(), ec);
   }
 
-  static std::int64_t scalar(const std::string& dsn, const std::string& query) {
-    try {
-      auto c = storage::connection::open(dsn, "troupe-test");
-      auto r = c.exec(query);
-      return r.is_null(0, 0) ? 0 : r.int64(0, 0);
-    } catch (const std::exception&) {
-      return -1;
-    }
-  }
-  std::int64_t scalar(const std::string& query) { return scalar(dsn, query); }
+  std::int64_t scalar(const std::string& query) { return testkit::scalar_at(dsn, query); }
 
   std::unique_ptr<testkit::child_process> worker(const std::string& name) {
     return std::make_unique<testkit::child_process>(
@@ -201,7 +193,7 @@ CAF_TEST(nodes and producers follow a promoted standby and every acknowledged me
                                      "message_id IN ({})",
                                      list)),
                   static_cast<std::int64_t>(ids.size()));
-  CAF_CHECK_EQUAL(scalar(standby->dsn(), "SELECT pg_is_in_recovery()::int"), 0);
+  CAF_CHECK_EQUAL(testkit::scalar_at(standby->dsn(), "SELECT pg_is_in_recovery()::int"), 0);
   for (auto* n : {a.get(), b.get()}) {
     n->signal(SIGTERM);
     CAF_CHECK_EQUAL(n->wait(30s), 0);

@@ -97,6 +97,16 @@ std::string scratch_area::explain(const std::string& query) {
   return text;
 }
 
+std::int64_t scalar_at(const std::string& dsn, const std::string& query) {
+  try {
+    auto c = storage::connection::open(dsn, "troupe-test");
+    auto r = c.exec(query);
+    return r.is_null(0, 0) ? 0 : r.int64(0, 0);
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {

@@ -51,6 +51,11 @@ private:
   storage::connection conn_;
 };
 
+/// The first column of the first row of `query` as an integer (0 when NULL), on a connection of
+/// its own to `dsn`; -1 while the server cannot be reached or read (a fault test may have it
+/// down).
+std::int64_t scalar_at(const std::string& dsn, const std::string& query);
+
 /// Polls `condition` every 20 ms until it holds or `limit` passed; returns whether it held.
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds limit);
 
