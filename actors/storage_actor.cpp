@@ -132,14 +132,26 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
       std::optional<detail::publish_plan> plan;
       try {
         plan.emplace(st.settings.statements, std::move(batch), std::move(options),
-                     std::vector<middleware_ptr>{}, true);
+                     st.settings.enqueue_hooks, true);
       } catch (const error& e) {
         return make_caf_error(e.code(), e.what());
+      } catch (const std::exception& e) {
+        // A before_enqueue hook refused the batch (without keys they run here).
+        return make_caf_error(errc::invalid_argument,
+                              std::string("a before_enqueue hook refused the batch: ") + e.what());
       }
       if (plan->empty())
         return std::vector<message>{};
       return st.guarded([&](storage::connection& c) {
-        detail::run_on_own_connection(c, *plan);
+        try {
+          detail::run_on_own_connection(c, *plan);
+        } catch (const error&) {
+          throw;
+        } catch (const std::exception& e) {
+          // With keys the before_enqueue hooks run once the keys are claimed (rolled back).
+          throw error(errc::invalid_argument,
+                      std::string("a before_enqueue hook refused the batch: ") + e.what());
+        }
         return plan->finish(false);
       });
     },
@@ -311,10 +323,12 @@ storage_actor spawn_storage_router(caf::actor_system& sys, storage_settings sett
 namespace troupe {
 
 storage_pool_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn,
-                                      const area& where, int connections) {
+                                      const area& where, int connections,
+                                      std::vector<middleware_ptr> middleware) {
   validate_dsn(dsn);
   actors::storage_settings s{dsn, storage::make_statement_set(where), "troupe-producer",
                              defaults::reconnect_backoff_max};
+  s.enqueue_hooks = std::move(middleware);
   return actors::spawn_storage_router(sys, std::move(s), connections);
 }
 

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace troupe::actors {
 
@@ -21,6 +22,8 @@ struct storage_settings {
   std::chrono::milliseconds statement_timeout{0};
   /// Where failed requests are counted by kind (none: not counted).
   std::shared_ptr<node_metrics> metrics;
+  /// The middleware whose enqueue hooks run around enqueue requests (a producers' pool).
+  std::vector<middleware_ptr> enqueue_hooks;
 };
 
 /// Spawns one detached storage actor. It opens its connection lazily and, after a loss, again

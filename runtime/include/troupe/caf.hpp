@@ -20,9 +20,16 @@
 #include <caf/all.hpp>
 #include <caf/type_id.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 // The atoms of Troupe's public actor interfaces: the type-id block `troupe`, from
@@ -185,6 +192,148 @@ caf::error make_caf_error(errc code, std::string text);
 /// The Troupe error held by a CAF error, for logs: "<code>: <text>".
 std::string describe(const caf::error& err);
 
+/// What a task actor receives before the task's arguments: which attempt of which message it
+/// runs, and how long it has.
+struct task_call {
+  std::string message_id;
+  std::string queue;
+  std::string task;
+  /// 1 for the first delivery, counted across retries and recoveries.
+  std::int32_t attempt = 0;
+  /// Milliseconds left before the attempt's time limit when the call was sent.
+  std::int64_t time_left_ms = 0;
+  /// The message's options, as JSON text.
+  std::string options_json;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_call& x) {
+  return f(caf::meta::type_name("task_call"), x.message_id, x.queue, x.task, x.attempt,
+           x.time_left_ms, x.options_json);
+}
+
+/// What a task actor receives, as `(stop_atom, task_stop)`, when an attempt it runs should
+/// stop: its time limit passed ("time_limit"), its message's cancel was requested
+/// ("cancelled"), or its node is stopping and the task asked to be told ("shutdown"). Sent once
+/// per attempt, for the first of these; the actor then answers that attempt's request as soon
+/// as it can (an error makes the attempt fail with the matching type; a value completes it).
+struct task_stop {
+  std::string message_id;
+  std::int32_t attempt = 0;
+  std::string reason;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_stop& x) {
+  return f(caf::meta::type_name("task_stop"), x.message_id, x.attempt, x.reason);
+}
+
+/// The failure of an attempt whose task actor answered with an error (other than one of
+/// category "troupe"), or ended before it answered. Its text is the error's. Retried like any
+/// failure; `never_retry_on<troupe::task_actor_error>()` makes it final.
+class task_actor_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+template <class Signature>
+struct task_actor_traits;
+
+template <class R, class... Args>
+struct task_actor_traits<R(Args...)> {
+  using call = std::conditional_t<
+    std::is_void_v<R>, caf::reacts_to<task_call, std::decay_t<Args>...>,
+    typename caf::replies_to<task_call, std::decay_t<Args>...>::template with<R>>;
+  using type = caf::typed_actor<call, caf::reacts_to<stop_atom, task_stop>>;
+};
+
+/// The actor interface of a task with signature `Signature` (as in its task_ref):
+///   (task_call, Args...) -> R       one attempt: the reply (at once, or later through a
+///                                    response promise) is its result, an error its failure
+///   (stop_atom, task_stop)          the attempt `task_stop` names should stop
+template <class Signature>
+using task_actor = typename task_actor_traits<Signature>::type;
+
+namespace detail {
+
+/// Where a task actor's answer reaches the executor waiting for it.
+class task_reply {
+public:
+  void succeed(std::string result_json);
+  void fail(caf::error err);
+  /// The task actor ended before it answered, for the reason `why`.
+  void end(std::string why);
+  /// Waits up to `limit` for the answer; whether it came.
+  bool wait_for(std::chrono::milliseconds limit);
+  /// The answer: a result's JSON text, an error, or why there is none.
+  std::optional<std::string> result;
+  caf::error failure;
+  std::string ended;
+
+private:
+  std::mutex mutex_;
+  std::condition_variable answered_;
+  bool done_ = false;
+};
+
+/// Sends one attempt's request from `self` (the attempt's bridge actor) and routes the answer
+/// to the reply.
+using task_request = std::function<void(caf::event_based_actor* self, const task_call& call,
+                                        const std::shared_ptr<task_reply>& reply)>;
+
+/// Runs one attempt on the actor `target` (in its own actor system) and waits for its answer
+/// on the executor's thread: sends `(stop_atom, task_stop)` once the context says to stop, and
+/// returns the result's JSON text or throws the failure.
+std::string await_task_actor(task_context& ctx, const caf::actor& target,
+                             const task_request& request);
+
+} // namespace detail
+
+/// Registers `actor` as the implementation of `ref` in `tasks`: each attempt sends the actor a
+/// request `(task_call, args...)` from the executor running it, and the actor's answer is the
+/// attempt's outcome. The executor's thread waits, never a CAF scheduler thread. The registry
+/// keeps a handle to the actor, so the actor lives at least as long as the registry: release
+/// both before the actor system is destroyed. Throws troupe::error(invalid_argument) for an
+/// invalid handle or a taken name.
+template <class R, class... Args>
+void define_task_actor(task_registry& tasks, const task_ref<R(Args...)>& ref,
+                       task_actor<R(Args...)> actor, task_options options = {}) {
+  if (!actor)
+    throw error(errc::invalid_argument,
+                "task " + ref.name() + ": the task actor handle is invalid");
+  auto invoke = [actor](task_context& ctx, std::string_view json) -> std::string {
+    auto args =
+      std::make_shared<std::tuple<std::decay_t<Args>...>>(decode_args<std::decay_t<Args>...>(json));
+    auto request = [actor, args](caf::event_based_actor* self, const task_call& call,
+                                 const std::shared_ptr<detail::task_reply>& reply) {
+      auto on_error = [reply](caf::error& err) { reply->fail(std::move(err)); };
+      std::apply(
+        [&](const auto&... xs) {
+          auto pending = self->request(actor, caf::infinite, call, xs...);
+          if constexpr (std::is_void_v<R>) {
+            pending.then([reply] { reply->succeed("null"); }, on_error);
+          } else {
+            pending.then(
+              [reply](R& value) {
+                try {
+                  reply->succeed(encode_value(value));
+                } catch (const std::exception& e) {
+                  reply->fail(make_caf_error(errc::decode_failed,
+                                             std::string("the task actor's result does not "
+                                                         "encode as JSON: ") +
+                                               e.what()));
+                }
+              },
+              on_error);
+          }
+        },
+        *args);
+    };
+    return detail::await_task_actor(ctx, caf::actor_cast<caf::actor>(actor), request);
+  };
+  tasks.add(task_entry{ref.name(), ref.queue(), std::move(invoke), std::move(options)});
+}
+
 /// Spawns a worker node into `sys`: its supervisor, listener, storage pool, one consumer per
 /// configured queue, the completion batcher and the janitor. Throws troupe::error
 /// (invalid_argument) for bad options and for a queue no task runs on (check_queues_served). Stop
@@ -197,9 +346,13 @@ node_actor spawn_worker_node(caf::actor_system& sys, node_options options,
 
 /// Spawns a storage pool of `connections` storage actors for producers inside a CAF
 /// application (see storage_pool_actor). Throws troupe::error (invalid_argument) for a
-/// malformed DSN or area. No middleware runs there. Stop it with send_exit.
+/// malformed DSN or area. The enqueue hooks of `middleware` run around each request, on the
+/// storage actor's thread, as around client::enqueue_many: a before_enqueue hook that throws
+/// refuses the request (nothing is written), after_enqueue hooks run once it committed. Stop it
+/// with send_exit.
 storage_pool_actor spawn_storage_pool(caf::actor_system& sys, const std::string& dsn,
-                                      const area& where, int connections = 1);
+                                      const area& where, int connections = 1,
+                                      std::vector<middleware_ptr> middleware = {});
 
 /// Spawns the async publisher for callers' own transactions in area `where` (see
 /// async_publisher_actor). The enqueue hooks of `middleware` run on the publisher's thread.
