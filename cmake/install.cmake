@@ -10,7 +10,7 @@ install(DIRECTORY runtime/include/troupe DESTINATION "${CMAKE_INSTALL_INCLUDEDIR
         FILES_MATCHING PATTERN "*.hpp")
 install(FILES "${TROUPE_GENERATED}/include/troupe/version.hpp"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/troupe")
-install(TARGETS troupe_client troupe_node EXPORT troupeTargets
+install(TARGETS troupe_client troupe_node troupe_testing EXPORT troupeTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
         INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(TARGETS troupe RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
