@@ -162,7 +162,7 @@ inline_run run_inline(const task_registry& tasks, const message& m, const fake_c
   std::atomic<bool> cancel{fake.cancel_requested};
   std::atomic<bool> stopping{fake.shutting_down};
   collected_progress progress;
-  task_context ctx{m.id.empty() ? fake.message_id : m.id,
+  task_context ctx{fake.message_id.empty() ? m.id : fake.message_id,
                    fake.queue.empty() ? m.queue : fake.queue,
                    m.task,
                    m.options_json,

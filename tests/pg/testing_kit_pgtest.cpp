@@ -20,6 +20,7 @@ task_ref<std::string(std::string)> shout{"kit.shout", "loud"};
 task_ref<void()> flaky{"kit.flaky"};
 task_ref<void(std::string)> patient{"kit.patient"};
 task_ref<void(message_summary, std::string)> after_add{"kit.after_add"};
+task_ref<std::string()> context_echo{"kit.context_echo"};
 
 std::atomic<int> flaky_runs{0};
 std::atomic<int> callbacks{0};
@@ -49,6 +50,9 @@ std::shared_ptr<task_registry> registry() {
     },
     quick_retries);
   tasks->define(patient, [](task_context& ctx, const std::string&) { ctx.check(); });
+  tasks->define(context_echo, [](task_context& ctx) {
+    return ctx.message_id + " " + ctx.queue + " " + std::to_string(ctx.attempt);
+  });
   tasks->define(after_add, [](const message_summary&, const std::string&) { ++callbacks; });
   return tasks;
 }
@@ -96,6 +100,14 @@ CAF_TEST(run_inline runs the implementation with a fake context) {
   auto run = testing::run_inline(*tasks, add(2, 3));
   CAF_CHECK_EQUAL(run.result<int>(), 5);
   CAF_CHECK_EQUAL(run.progress, (std::vector<std::string>{"0.5", R"({"added":true})"}));
+  // The context is the fake one, the message's id unless told otherwise.
+  testing::fake_context third;
+  third.attempt = 3;
+  third.message_id = "the-id";
+  auto seen = testing::run_inline(*tasks, context_echo(), third);
+  CAF_CHECK_EQUAL(seen.result<std::string>(), "the-id default 3");
+  auto own = context_echo();
+  CAF_CHECK_EQUAL(testing::run_inline(*tasks, own).result<std::string>(), own.id + " default 1");
   // The context's stop conditions reach the task.
   testing::fake_context cancelled;
   cancelled.cancel_requested = true;
@@ -178,6 +190,16 @@ CAF_TEST(drain runs the queues with a real node including follow ups) {
   report = testing::drain(area, tasks, loud);
   CAF_CHECK_EQUAL(report.attempts, 1);
   testing::require_enqueued(area, add(0, 0));
+  // A queue no task runs on is refused as a node refuses it.
+  testing::drain_options nowhere;
+  nowhere.queues = {"nowhere"};
+  bool refused = false;
+  try {
+    testing::drain(area, tasks, nowhere);
+  } catch (const error& e) {
+    refused = e.code() == errc::invalid_argument;
+  }
+  CAF_CHECK(refused);
 }
 
 CAF_TEST(drain with scheduled messages runs delayed ones and every retry) {

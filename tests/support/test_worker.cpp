@@ -5,6 +5,7 @@
 // as in any worker binary; the tasks run on its first configured queue and on the others too.
 // Tasks (queue QUEUE):
 //   record()          notes its run in SCHEMA.runs (message id, node name, attempt)
+//   noop()            does nothing (the soak's task: the node's own costs alone)
 //   sleep_ms(int ms)  notes its run, then sleeps
 //   crash_once()      notes its run; on its first attempt brings the whole process down
 //   crash_always()    notes its run, then brings the whole process down (a poison message)
@@ -73,6 +74,8 @@ troupe::task_registry fault_tasks(const std::string& queue, const std::vector<st
   tasks.define(
     troupe::task_ref<void()>{"record", queue}, [](troupe::task_context& ctx) { note_run(ctx); },
     plain);
+  tasks.define(
+    troupe::task_ref<void()>{"noop", queue}, [] {}, plain);
   tasks.define(
     troupe::task_ref<void(int)>{"sleep_ms", queue},
     [](troupe::task_context& ctx, int ms) {

@@ -90,8 +90,8 @@ private:
 
 /// What a task run inline sees in its task_context.
 struct fake_context {
-  std::string message_id = "00000000-0000-7000-8000-000000000000";
-  std::string queue; ///< empty: the message's queue
+  std::string message_id; ///< empty: the message's id
+  std::string queue;      ///< empty: the message's queue
   std::int32_t attempt = 1;
   std::int32_t priority = 0;
   /// The attempt's time limit, from the start of the run.
