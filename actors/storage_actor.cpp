@@ -14,6 +14,38 @@ namespace troupe::actors {
 
 namespace {
 
+// What a pool's before_enqueue hook threw, whatever it was: the request is refused by its text.
+class hook_refused : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+// A pool's middleware, its before_enqueue hook's exceptions turned into hook_refused, so that
+// the storage actor tells a refusal from a failure of its own.
+class refusing_hooks final : public middleware {
+public:
+  explicit refusing_hooks(middleware_ptr inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  void before_enqueue(message& m) override {
+    try {
+      inner_->before_enqueue(m);
+    } catch (const std::exception& e) {
+      throw hook_refused(e.what());
+    } catch (...) {
+      throw hook_refused("a non-standard exception");
+    }
+  }
+  void after_enqueue(const message& m) override { inner_->after_enqueue(m); }
+
+private:
+  middleware_ptr inner_;
+};
+
+caf::error refusal(const hook_refused& e) {
+  return make_caf_error(errc::invalid_argument,
+                        std::string("a before_enqueue hook refused the batch: ") + e.what());
+}
+
 struct storage_state {
   static inline const char* name = "troupe.storage";
   storage_settings settings;
@@ -135,25 +167,25 @@ storage_actor::behavior_type storage_impl(storage_actor::stateful_pointer<storag
                      st.settings.enqueue_hooks, true);
       } catch (const error& e) {
         return make_caf_error(e.code(), e.what());
-      } catch (const std::exception& e) {
-        // A before_enqueue hook refused the batch (without keys they run here).
-        return make_caf_error(errc::invalid_argument,
-                              std::string("a before_enqueue hook refused the batch: ") + e.what());
+      } catch (const hook_refused& e) {
+        return refusal(e); // without keys the hooks run here
       }
       if (plan->empty())
         return std::vector<message>{};
-      return st.guarded([&](storage::connection& c) {
+      // With keys the hooks run once the keys are claimed; a refusal rolls them back.
+      std::optional<caf::error> refused;
+      auto out = st.guarded([&](storage::connection& c) {
         try {
           detail::run_on_own_connection(c, *plan);
-        } catch (const error&) {
-          throw;
-        } catch (const std::exception& e) {
-          // With keys the before_enqueue hooks run once the keys are claimed (rolled back).
-          throw error(errc::invalid_argument,
-                      std::string("a before_enqueue hook refused the batch: ") + e.what());
+        } catch (const hook_refused& e) {
+          refused = refusal(e);
+          return std::vector<message>{};
         }
         return plan->finish(false);
       });
+      if (refused)
+        return *refused;
+      return out;
     },
     [=, &st, &stmts](reap_atom, std::int64_t grace_ms) -> caf::result<storage::reap_report> {
       return st.guarded([&](storage::connection& c) {
@@ -328,7 +360,9 @@ storage_pool_actor spawn_storage_pool(caf::actor_system& sys, const std::string&
   validate_dsn(dsn);
   actors::storage_settings s{dsn, storage::make_statement_set(where), "troupe-producer",
                              defaults::reconnect_backoff_max};
-  s.enqueue_hooks = std::move(middleware);
+  for (auto& m : middleware)
+    if (m)
+      s.enqueue_hooks.push_back(std::make_shared<actors::refusing_hooks>(std::move(m)));
   return actors::spawn_storage_router(sys, std::move(s), connections);
 }
 

@@ -48,6 +48,11 @@ bool task_reply::wait_for(std::chrono::milliseconds limit) {
   return answered_.wait_for(lock, limit, [&] { return done_; });
 }
 
+void end_bridge(caf::event_based_actor* self, const caf::actor& target) {
+  self->demonitor(target);
+  self->quit();
+}
+
 namespace {
 
 // How often the waiting executor looks at its attempt's stop conditions (a cancel is seen
@@ -59,19 +64,29 @@ constexpr std::chrono::milliseconds stop_check_period{50};
 // how long the abandoned executor's thread lives on.
 constexpr std::chrono::minutes answer_bound_past_limit{10};
 
-// The attempt's bridge: sends the request, answers the reply when the task actor answers or
-// ends first, then ends. Hidden, so that an attempt still waiting never holds up its actor
-// system's shutdown.
+// The attempt's bridge: sends the request, passes on the executor's stop (after the request,
+// since messages from one sender keep their order), and answers the reply when the task actor
+// answers or ends first; then it stops watching the task actor and ends. Hidden, so that an
+// attempt still waiting never holds up its actor system's shutdown.
 caf::behavior bridge_impl(caf::event_based_actor* self, caf::actor target, task_call call,
                           std::shared_ptr<task_reply> reply, task_request request) {
   self->monitor(target);
   self->set_down_handler([=](caf::down_msg& dm) {
+    if (dm.source != target.address())
+      return;
     reply->end(
       fmt::format("the task actor ended before it answered ({})", caf::to_string(dm.reason)));
     self->quit();
   });
+  // The executor gave up waiting.
+  self->set_exit_handler([=](caf::exit_msg& em) {
+    self->demonitor(target);
+    self->quit(em.reason);
+  });
   request(self, call, reply);
-  return {};
+  return {
+    [=](stop_atom, task_stop& stop) { self->send(target, stop_atom_v, std::move(stop)); },
+  };
 }
 
 // Why the attempt should stop now, or empty.
@@ -110,11 +125,12 @@ std::string stop_reason(const task_context& ctx) {
 std::string await_task_actor(task_context& ctx, const caf::actor& target,
                              const task_request& request) {
   auto now = std::chrono::steady_clock::now();
-  auto left = ctx.deadline == std::chrono::steady_clock::time_point::max()
-                ? std::int64_t{0}
-                : std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline - now).count();
-  task_call call{ctx.message_id,  ctx.queue, ctx.task, ctx.attempt, std::max<std::int64_t>(left, 0),
-                 ctx.options_json};
+  auto left =
+    ctx.deadline == std::chrono::steady_clock::time_point::max()
+      ? std::int64_t{-1}
+      : std::max<std::int64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline - now).count(), 0);
+  task_call call{ctx.message_id, ctx.queue, ctx.task, ctx.attempt, left, ctx.options_json};
   auto reply = std::make_shared<task_reply>();
   auto& sys = target->home_system();
   auto bridge = sys.spawn<caf::hidden>(bridge_impl, target, call, reply, request);
@@ -126,7 +142,7 @@ std::string await_task_actor(task_context& ctx, const caf::actor& target,
     if (stopped_for.empty()) {
       stopped_for = stop_reason(ctx);
       if (!stopped_for.empty())
-        caf::anon_send(target, stop_atom_v, task_stop{ctx.message_id, ctx.attempt, stopped_for});
+        caf::anon_send(bridge, stop_atom_v, task_stop{ctx.message_id, ctx.attempt, stopped_for});
     }
     if (std::chrono::steady_clock::now() >= give_up_at) {
       caf::anon_send_exit(bridge, caf::exit_reason::user_shutdown);

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -30,7 +31,11 @@ struct private_cluster::impl {
 };
 
 private_cluster::private_cluster() : impl_(std::make_unique<impl>()) {
-  auto pattern = (fs::temp_directory_path() / "troupe-testing-XXXXXX").string();
+  // The folder is named after this process, so that a later run stops and removes the cluster
+  // of a test process that was killed before its destructor ran.
+  testkit::local_postgres::stop_leftovers("troupe-testing-");
+  auto pattern =
+    (fs::temp_directory_path() / fmt::format("troupe-testing-{}-XXXXXX", ::getpid())).string();
   if (mkdtemp(pattern.data()) == nullptr)
     throw error(errc::invalid_argument,
                 "private_cluster: cannot make a folder in " + fs::temp_directory_path().string());
@@ -216,7 +221,7 @@ std::string describe(const enqueued_message& m) {
                      m.runs_in_ms > 0 ? fmt::format(", runs in {} ms", m.runs_in_ms) : "");
 }
 
-std::vector<enqueued_message> select_messages(test_area& area, const enqueued_filter& f,
+std::vector<enqueued_message> select_messages(const test_area& area, const enqueued_filter& f,
                                               int limit) {
   auto conn = storage::connection::open(area.dsn(), "troupe-testing");
   auto sql = fmt::format(
@@ -253,11 +258,11 @@ std::vector<enqueued_message> select_messages(test_area& area, const enqueued_fi
 
 } // namespace
 
-std::vector<enqueued_message> all_enqueued(test_area& area, const enqueued_filter& filter) {
+std::vector<enqueued_message> all_enqueued(const test_area& area, const enqueued_filter& filter) {
   return select_messages(area, filter, 1000);
 }
 
-enqueued_message require_enqueued(test_area& area, const enqueued_filter& filter) {
+enqueued_message require_enqueued(const test_area& area, const enqueued_filter& filter) {
   auto found = select_messages(area, filter, 1);
   if (!found.empty())
     return found.front();
@@ -272,11 +277,11 @@ enqueued_message require_enqueued(test_area& area, const enqueued_filter& filter
                                                      : "the queue table holds:" + listed));
 }
 
-enqueued_message require_enqueued(test_area& area, const message& m) {
+enqueued_message require_enqueued(const test_area& area, const message& m) {
   return require_enqueued(area, enqueued_filter::like(m));
 }
 
-void require_not_enqueued(test_area& area, const enqueued_filter& filter) {
+void require_not_enqueued(const test_area& area, const enqueued_filter& filter) {
   auto found = select_messages(area, filter, 1);
   if (!found.empty())
     throw expectation_failed(fmt::format("expected no enqueued message with {}; found {} ({})",
@@ -284,7 +289,7 @@ void require_not_enqueued(test_area& area, const enqueued_filter& filter) {
                                          found.front().id));
 }
 
-void require_not_enqueued(test_area& area, const message& m) {
+void require_not_enqueued(const test_area& area, const message& m) {
   require_not_enqueued(area, enqueued_filter::like(m));
 }
 
@@ -310,12 +315,23 @@ drain_report drain(test_area& area, std::shared_ptr<const task_registry> tasks,
   caf::actor_system sys{cfg};
   auto node = spawn_worker_node(sys, settings, tasks);
   caf::scoped_actor self{sys};
+  bool stopped_node = false;
   auto stop_node = [&]() -> node_report {
+    stopped_node = true;
     node_report report;
     self->request(node, settings.shutdown_grace + std::chrono::seconds(60), stop_atom_v)
-      .receive([&](const node_report& r) { report = r; }, [](caf::error&) {});
+      .receive([&](const node_report& r) { report = r; },
+               [&](caf::error&) { self->send_exit(node, caf::exit_reason::kill); });
     return report;
   };
+  // Whatever leaves this function, the node stops first: the actor system waits for it.
+  struct stop_guard {
+    std::function<void()> stop;
+    ~stop_guard() { stop(); }
+  } guard{[&] {
+    if (!stopped_node)
+      stop_node();
+  }};
   std::optional<std::string> failure;
   self->request(node, std::chrono::seconds(30), ready_atom_v)
     .receive([](const node_report&) {},
@@ -359,6 +375,7 @@ drain_report drain(test_area& area, std::shared_ptr<const task_registry> tasks,
     throw expectation_failed(*failure);
   drain_report report;
   report.attempts = stopped.executed;
+  report.abandoned = stopped.abandoned;
   auto res = conn.exec_params(
     fmt::format("SELECT count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = "
                 "'failed'), count(*) FILTER (WHERE state = 'cancelled'), count(*) FILTER (WHERE "

@@ -62,7 +62,8 @@ caf::behavior warehouse_impl(caf::stateful_actor<warehouse_state>* self) {
 struct stock_state {
   static inline const char* name = "shop.stock";
   std::map<std::string, int> levels{{"tea", 40}, {"coffee", 25}, {"jam", 15}};
-  std::map<std::string, caf::typed_response_promise<int>> checking; // by message id
+  // By message id and attempt: a retry may come while an earlier attempt still waits.
+  std::map<std::pair<std::string, std::int32_t>, caf::typed_response_promise<int>> checking;
 };
 
 stock_actor::behavior_type stock_impl(stock_actor::stateful_pointer<stock_state> self,
@@ -70,7 +71,7 @@ stock_actor::behavior_type stock_impl(stock_actor::stateful_pointer<stock_state>
   return {
     [=](const troupe::task_call& call, const std::string& sku, int quantity) -> caf::result<int> {
       auto promise = self->make_response_promise<int>();
-      auto id = call.message_id;
+      auto id = std::make_pair(call.message_id, call.attempt);
       self->state.checking.emplace(id, promise);
       self->request(warehouse, std::chrono::seconds(5), check_atom::value, sku, quantity)
         .then(
@@ -100,7 +101,8 @@ stock_actor::behavior_type stock_impl(stock_actor::stateful_pointer<stock_state>
     // The node asks an attempt to stop (its time limit, a cancel, the node's shutdown): answer
     // it at once.
     [=](troupe::stop_atom, const troupe::task_stop& stop) {
-      auto i = self->state.checking.find(stop.message_id);
+      // A stop may come for an attempt already answered: nothing to do then.
+      auto i = self->state.checking.find(std::make_pair(stop.message_id, stop.attempt));
       if (i == self->state.checking.end())
         return;
       i->second.deliver(
@@ -157,6 +159,8 @@ void finish(caf::stateful_actor<app_state>* self, const app_parts& parts, int co
       [=](caf::error& err) {
         std::cerr << "caf-app: the node did not stop: " << troupe::describe(err) << "\n";
         *parts.exit_code = 1;
+        // Without its graceful stop the node is ended at once: the actor system must end.
+        self->send_exit(parts.node, caf::exit_reason::kill);
         for (const auto& h : parts.helpers)
           self->send_exit(h, caf::exit_reason::user_shutdown);
         self->quit();
@@ -256,13 +260,20 @@ int main(int argc, char** argv) {
       options.queues.push_back(q);
 
       app_parts parts;
-      parts.node = troupe::spawn_worker_node(sys, options, tasks);
-      parts.audit = std::make_shared<audit_hook>();
-      parts.pool = troupe::spawn_storage_pool(sys, dsn, where, 1, {parts.audit});
-      parts.waiter = troupe::spawn_result_waiter(sys, dsn, where);
-      parts.helpers = {caf::actor_cast<caf::actor>(parts.pool),
-                       caf::actor_cast<caf::actor>(parts.waiter),
-                       caf::actor_cast<caf::actor>(stock), warehouse};
+      parts.helpers = {caf::actor_cast<caf::actor>(stock), warehouse};
+      try {
+        parts.audit = std::make_shared<audit_hook>();
+        parts.pool = troupe::spawn_storage_pool(sys, dsn, where, 1, {parts.audit});
+        parts.helpers.push_back(caf::actor_cast<caf::actor>(parts.pool));
+        parts.waiter = troupe::spawn_result_waiter(sys, dsn, where);
+        parts.helpers.push_back(caf::actor_cast<caf::actor>(parts.waiter));
+        parts.node = troupe::spawn_worker_node(sys, options, tasks);
+      } catch (...) {
+        // A bad DSN or option: what runs already is told to exit, or the system never ends.
+        for (const auto& h : parts.helpers)
+          caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+        throw;
+      }
       parts.reservations = reservations;
       parts.exit_code = exit_code;
       sys.spawn(app_impl, std::move(parts));

@@ -29,7 +29,7 @@ int main() {
   try {
     namespace testing = troupe::testing;
     std::optional<testing::private_cluster> cluster;
-    if (std::getenv("TROUPE_TEST_DSN") == nullptr)
+    if (const char* dsn = std::getenv("TROUPE_TEST_DSN"); dsn == nullptr || *dsn == '\0')
       cluster.emplace();
     testing::test_area area = cluster ? testing::test_area(cluster->dsn()) : testing::test_area();
     auto tasks = std::make_shared<troupe::task_registry>();

@@ -143,6 +143,7 @@ CAF_TEST(nodes ride through three restarts and a 20 s outage of PostgreSQL and l
   CAF_CHECK_EQUAL(scalar("SELECT count(DISTINCT message_id) FROM dbfault.runs"), total);
   // A rerun only for a message whose completion died with the server: at most the four running
   // at each of the four crashes.
+  CAF_MESSAGE(ran_more_than_once() << " of " << total << " messages ran twice");
   CAF_CHECK_LESS_OR_EQUAL(ran_more_than_once(), 16);
   // Neither node was declared dead: both kept their rows as they were (their listeners took their
   // locks back within the grace each time), and no message was recovered from either.
@@ -237,6 +238,7 @@ CAF_TEST(each kind of connection ended by the server reconnects and nothing is l
   CAF_CHECK_EQUAL(count("state <> 'done'"), 0);
   CAF_CHECK_EQUAL(scalar("SELECT count(DISTINCT message_id) FROM dbfault.runs"), published);
   // A rerun only where a storage session was ended while a claim committed (its few running).
+  CAF_MESSAGE(ran_more_than_once() << " of " << published << " messages ran twice");
   CAF_CHECK_LESS_OR_EQUAL(ran_more_than_once(), 6);
   // The node kept its registration as it was: its listener took its lock back within the grace,
   // and nothing was recovered from it.

@@ -193,6 +193,8 @@ CAF_TEST(nodes and producers follow a promoted standby and every acknowledged me
                                      "message_id IN ({})",
                                      list)),
                   static_cast<std::int64_t>(ids.size()));
+  CAF_MESSAGE(scalar("SELECT count(*) - count(DISTINCT message_id) FROM failover.runs")
+              << " duplicate runs across the failover");
   CAF_CHECK_EQUAL(testkit::scalar_at(standby->dsn(), "SELECT pg_is_in_recovery()::int"), 0);
   for (auto* n : {a.get(), b.get()}) {
     n->signal(SIGTERM);

@@ -77,17 +77,17 @@ CAF_TEST(a million messages leave the resident set of a node flat) {
   std::atomic<double> published_at{0};
   std::string publish_error;
   auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> give_up{false};
   std::thread producer([&] {
     try {
       client c{client_options{area.dsn(), area.where()}};
       auto conn = storage::connection::open(area.dsn(), "soak-producer");
       auto queued =
         fmt::format("SELECT count(*) FROM {} WHERE state = 'queued'", area.queue_table());
-      while (published < total) {
+      while (published < total && !give_up) {
         // A backlog of at most max_backlog: the node runs at a steady state, as in service.
-        if (published % 10'000 == 0)
-          while (std::stoll(std::string(conn.exec(queued).text(0, 0))) > max_backlog)
-            std::this_thread::sleep_for(100ms);
+        while (std::stoll(std::string(conn.exec(queued).text(0, 0))) + 1000 > max_backlog)
+          std::this_thread::sleep_for(50ms);
         auto n = std::min<std::int64_t>(1000, total - published);
         std::vector<message> batch;
         batch.reserve(n);
@@ -102,6 +102,16 @@ CAF_TEST(a million messages leave the resident set of a node flat) {
       publish_error = e.what();
     }
   });
+  // The producer ends before the test does, whichever way the test ends.
+  struct joined {
+    std::thread& t;
+    std::atomic<bool>& stop;
+    ~joined() {
+      stop = true;
+      if (t.joinable())
+        t.join();
+    }
+  } join_producer{producer, give_up};
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
@@ -110,7 +120,9 @@ CAF_TEST(a million messages leave the resident set of a node flat) {
                              "'running') LIMIT 1) p",
                              area.queue_table());
   bool drained = false;
-  auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60 + total / 4000);
+  // Within the 900 s CAF's runner gives this suite (tests/CMakeLists.txt): the 1,000,000 need
+  // 1,800 a second, a third of what a node does here with other tests beside it.
+  auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60 + total / 1800);
   while (std::chrono::steady_clock::now() < limit) {
     std::this_thread::sleep_for(1s);
     auto rss = resident_bytes(node.pid());
@@ -121,6 +133,7 @@ CAF_TEST(a million messages leave the resident set of a node flat) {
       break;
     }
   }
+  give_up = !drained;
   producer.join();
   CAF_REQUIRE_EQUAL(publish_error, "");
   CAF_REQUIRE(drained);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The package as a user gets it: install the build into a temporary prefix, check that every
 # public header compiles on its own with only the installed include folder, build
-# examples/hello out of tree with find_package(troupe) alone, run it end to end with the
+# examples/hello out of tree with find_package(troupe) alone (its tests against the installed
+# test kit too), run it end to end with the
 # installed troupe command, and build its producer once more with pkg-config.
 #   install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -49,6 +50,9 @@ cmake --build "$work/hello" -j2 >"$work/build.log" 2>&1 || { cat "$work/build.lo
 mkdir "$work/bin"
 ln -s "$prefix/bin/troupe" "$work/hello/hello-worker" "$work/hello/hello-producer" "$work/bin/"
 HELLO_SCHEMA=troupe_installed "$src/tests/examples/hello_example.sh" "$work/bin" "$src"
+# The hello tasks' tests, built against the installed test kit (troupe::testing).
+if [ -n "${TROUPE_TEST_DSN:-}" ]; then test_dsn="$TROUPE_TEST_DSN"; else test_dsn="$(cat "$TROUPE_TEST_PGDIR/dsn")"; fi
+TROUPE_TEST_DSN="$test_dsn" "$work/hello/hello-test" >/dev/null
 
 # The producer once more, with pkg-config instead of CMake.
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"

@@ -56,9 +56,13 @@ struct echo_state {
   std::optional<caf::typed_response_promise<std::string>> first;
 };
 
-echo_actor::behavior_type echoer(echo_actor::stateful_pointer<echo_state> self) {
+echo_actor::behavior_type echoer(echo_actor::stateful_pointer<echo_state> self, seen_ptr seen) {
   return {
-    [=](const task_call&, const std::string& text) -> caf::result<std::string> {
+    [=](const task_call& call, const std::string& text) -> caf::result<std::string> {
+      {
+        std::lock_guard guard{seen->mutex};
+        seen->calls.push_back(call);
+      }
       if (text == "first") {
         self->state.first = self->make_response_promise<std::string>();
         return *self->state.first;
@@ -76,7 +80,8 @@ echo_actor::behavior_type echoer(echo_actor::stateful_pointer<echo_state> self) 
 // Holds every attempt until it is told to stop, then answers with an error.
 struct hold_state {
   seen_ptr seen;
-  std::map<std::string, caf::typed_response_promise<void>> held;
+  // By message id and attempt: a retry may come while an earlier attempt is held.
+  std::map<std::pair<std::string, std::int32_t>, caf::typed_response_promise<void>> held;
 };
 
 hold_actor::behavior_type holder(hold_actor::stateful_pointer<hold_state> self, seen_ptr seen) {
@@ -88,7 +93,7 @@ hold_actor::behavior_type holder(hold_actor::stateful_pointer<hold_state> self, 
         self->state.seen->calls.push_back(call);
       }
       auto rp = self->make_response_promise<void>();
-      self->state.held.emplace(call.message_id, rp);
+      self->state.held.emplace(std::make_pair(call.message_id, call.attempt), rp);
       return rp;
     },
     [=](stop_atom, const task_stop& stop) {
@@ -96,7 +101,7 @@ hold_actor::behavior_type holder(hold_actor::stateful_pointer<hold_state> self, 
         std::lock_guard guard{self->state.seen->mutex};
         self->state.seen->stops.push_back(stop);
       }
-      auto i = self->state.held.find(stop.message_id);
+      auto i = self->state.held.find(std::make_pair(stop.message_id, stop.attempt));
       if (i == self->state.held.end())
         return;
       i->second.deliver(caf::make_error(caf::sec::runtime_error, "stopped: " + stop.reason));
@@ -144,7 +149,7 @@ struct fixture : testkit::node_harness {
     task_options kept = once;
     kept.store_results = true;
     define_task_actor(*tasks, add, keep(sys.spawn(adder, seen)), kept);
-    define_task_actor(*tasks, echo, keep(sys.spawn(echoer)), kept);
+    define_task_actor(*tasks, echo, keep(sys.spawn(echoer, seen)), kept);
     task_options limited = once;
     limited.time_limit = 300ms;
     define_task_actor(*tasks, hold, keep(sys.spawn(holder, seen)), limited);
@@ -202,7 +207,12 @@ CAF_TEST(a typed actor implements a task and its reply is the result) {
 CAF_TEST(a task actor answers later through a response promise and takes calls meanwhile) {
   start_node(concurrent(2));
   auto first = producer.enqueue(echo("first"));
-  CAF_REQUIRE(wait_state(first.id, "running"));
+  CAF_REQUIRE(testkit::wait_until(
+    [&] {
+      std::lock_guard guard{seen->mutex};
+      return seen->calls.size() == 1;
+    },
+    15s));
   // The first attempt waits for its answer; the actor is free, and the second one answers it.
   auto second = producer.enqueue(echo("second"));
   CAF_CHECK_EQUAL(producer.get_result<std::string>(second, true, 15s), "second");

@@ -209,13 +209,16 @@ CAF_TEST(a delayed message is found while every executor is busy) {
   // Published before the node starts, so its first claim is its only one (no notification
   // follows). The one executor takes the long task, so that claim leaves none idle and does
   // not ask for the eta, and nothing is ready after it: the node must still learn when the
-  // delayed message is due, and run it when the long task ends (not at the poll, 10 s). The
-  // bound leaves a loaded machine time, and stays under the poll.
+  // delayed message is due, and run it when the long task ends (about 1.5 s in), not at the
+  // poll (60 s here, at least 54 with its jitter). The bound leaves a loaded machine time, and
+  // stays far under the poll.
   auto sent = producer.enqueue_many({nap(1500), add(6, 6)}, {{}, enqueue_options::delayed(400ms)});
-  auto node = spawn_worker_node(*sys, options(1, 4), tasks);
+  auto o = options(1, 4);
+  o.queues[0].poll_interval = 60s;
+  auto node = spawn_worker_node(*sys, o, tasks);
   CAF_CHECK(testkit::wait_until(
     [&] { return count(fmt::format("message_id = '{}' AND state = 'done'", sent[1].id)) == 1; },
-    8s));
+    30s));
   stop(node);
 }
 

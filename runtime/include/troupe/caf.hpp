@@ -200,7 +200,8 @@ struct task_call {
   std::string task;
   /// 1 for the first delivery, counted across retries and recoveries.
   std::int32_t attempt = 0;
-  /// Milliseconds left before the attempt's time limit when the call was sent.
+  /// Milliseconds left before the attempt's time limit when the call was sent (0 when it has
+  /// passed already; -1 for an attempt without a limit, which only an inline run can make).
   std::int64_t time_left_ms = 0;
   /// The message's options, as JSON text.
   std::string options_json;
@@ -281,6 +282,9 @@ private:
 using task_request = std::function<void(caf::event_based_actor* self, const task_call& call,
                                         const std::shared_ptr<task_reply>& reply)>;
 
+/// Ends an attempt's bridge once its answer is in: stops watching `target` and quits.
+void end_bridge(caf::event_based_actor* self, const caf::actor& target);
+
 /// Runs one attempt on the actor `target` (in its own actor system) and waits for its answer
 /// on the executor's thread: sends `(stop_atom, task_stop)` once the context says to stop, and
 /// returns the result's JSON text or throws the failure.
@@ -306,23 +310,33 @@ void define_task_actor(task_registry& tasks, const task_ref<R(Args...)>& ref,
       std::make_shared<std::tuple<std::decay_t<Args>...>>(decode_args<std::decay_t<Args>...>(json));
     auto request = [actor, args](caf::event_based_actor* self, const task_call& call,
                                  const std::shared_ptr<detail::task_reply>& reply) {
-      auto on_error = [reply](caf::error& err) { reply->fail(std::move(err)); };
+      auto target = caf::actor_cast<caf::actor>(actor);
+      auto on_error = [self, target, reply](caf::error& err) {
+        reply->fail(std::move(err));
+        detail::end_bridge(self, target);
+      };
       std::apply(
         [&](const auto&... xs) {
           auto pending = self->request(actor, caf::infinite, call, xs...);
           if constexpr (std::is_void_v<R>) {
-            pending.then([reply] { reply->succeed("null"); }, on_error);
+            pending.then(
+              [self, target, reply] {
+                reply->succeed("null");
+                detail::end_bridge(self, target);
+              },
+              on_error);
           } else {
             pending.then(
-              [reply](R& value) {
+              [self, target, reply](R& value) {
                 try {
                   reply->succeed(encode_value(value));
                 } catch (const std::exception& e) {
-                  reply->fail(make_caf_error(errc::decode_failed,
-                                             std::string("the task actor's result does not "
-                                                         "encode as JSON: ") +
-                                               e.what()));
+                  reply->fail(caf::make_error(caf::sec::runtime_error,
+                                              std::string("the task actor's result does not "
+                                                          "encode as JSON: ") +
+                                                e.what()));
                 }
+                detail::end_bridge(self, target);
               },
               on_error);
           }

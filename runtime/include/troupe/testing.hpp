@@ -156,16 +156,17 @@ struct enqueued_filter {
 };
 
 /// The messages of `area` that match `filter`, oldest first (at most 1,000).
-std::vector<enqueued_message> all_enqueued(test_area& area, const enqueued_filter& filter = {});
+std::vector<enqueued_message> all_enqueued(const test_area& area,
+                                           const enqueued_filter& filter = {});
 
 /// Throws expectation_failed unless a message matching `filter` is enqueued; its text describes
 /// the filter and lists (up to 10 of) the messages there are. Returns the first match.
-enqueued_message require_enqueued(test_area& area, const enqueued_filter& filter);
+enqueued_message require_enqueued(const test_area& area, const enqueued_filter& filter);
 /// The same for enqueued_filter::like(m).
-enqueued_message require_enqueued(test_area& area, const message& m);
+enqueued_message require_enqueued(const test_area& area, const message& m);
 /// Throws expectation_failed when a message matching `filter` is enqueued, naming it.
-void require_not_enqueued(test_area& area, const enqueued_filter& filter);
-void require_not_enqueued(test_area& area, const message& m);
+void require_not_enqueued(const test_area& area, const enqueued_filter& filter);
+void require_not_enqueued(const test_area& area, const message& m);
 
 /// How drain runs.
 struct drain_options {
@@ -177,7 +178,8 @@ struct drain_options {
   /// backoff): their eta is moved to now, again each time the queue is looked at, so that a
   /// failing task runs through all its retries.
   bool with_scheduled = false;
-  /// How long the drain may take before it throws expectation_failed.
+  /// How long the drain waits for the queues before it throws expectation_failed (the node's
+  /// graceful stop comes on top: up to its shutdown grace, 30 s, for tasks still running).
   std::chrono::milliseconds timeout{60'000};
 };
 
@@ -191,12 +193,15 @@ struct drain_report {
   std::int64_t cancelled = 0;
   /// Messages whose time has not come (delayed, or a retry after its backoff), left queued.
   std::int64_t scheduled = 0;
+  /// Attempts abandoned past their time limit whose task had not returned when the node
+  /// stopped: their threads still run (see docs/middleware.md, "Abandonment").
+  std::int64_t abandoned = 0;
 };
 
 /// Runs the queues of `options` with a real worker node (in an actor system of its own, on
 /// this area, with the registry's middleware) until none of their messages may run now or
-/// runs, including the follow-ups (callbacks, pipeline steps) those publish; then stops the
-/// node gracefully and reports. Throws expectation_failed after options.timeout, and
+/// runs, including the follow-ups (callbacks, pipeline steps) those publish to these queues;
+/// then stops the node gracefully and reports. Throws expectation_failed after options.timeout, and
 /// troupe::error(invalid_argument) for a queue no task of `tasks` names.
 drain_report drain(test_area& area, std::shared_ptr<const task_registry> tasks,
                    drain_options options = {});
