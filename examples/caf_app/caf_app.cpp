@@ -37,13 +37,15 @@ struct warehouse_state {
   std::map<std::int64_t, caf::response_promise> open;
 };
 
-caf::behavior warehouse_impl(caf::stateful_actor<warehouse_state>* self) {
+// (A function with an argument: CAF 0.17 trips UBSan when it spawns one without.)
+caf::behavior warehouse_impl(caf::stateful_actor<warehouse_state>* self,
+                             std::chrono::milliseconds answer_after) {
   return {
     [=](check_atom, const std::string&, int) -> caf::response_promise {
       auto id = ++self->state.next;
       auto promise = self->make_response_promise();
       self->state.open.emplace(id, promise);
-      self->delayed_send(self, std::chrono::milliseconds(20), answer_atom::value, id);
+      self->delayed_send(self, answer_after, answer_atom::value, id);
       return promise;
     },
     [=](answer_atom, std::int64_t id) {
@@ -241,7 +243,7 @@ int main(int argc, char** argv) {
   try {
     caf::actor_system_config cfg;
     caf::actor_system sys{cfg};
-    auto warehouse = sys.spawn(shop::warehouse_impl);
+    auto warehouse = sys.spawn(shop::warehouse_impl, std::chrono::milliseconds(20));
     auto stock = sys.spawn(shop::stock_impl, warehouse);
     {
       auto tasks = std::make_shared<troupe::task_registry>();

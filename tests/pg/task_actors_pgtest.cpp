@@ -110,7 +110,8 @@ hold_actor::behavior_type holder(hold_actor::stateful_pointer<hold_state> self, 
   };
 }
 
-refuse_actor::behavior_type refuser(refuse_actor::pointer) {
+// Every actor function takes an argument: CAF 0.17 trips UBSan spawning one without.
+refuse_actor::behavior_type refuser(refuse_actor::pointer, seen_ptr) {
   return {
     [](const task_call&, const std::string& how) -> caf::result<int> {
       if (how == "troupe")
@@ -121,7 +122,7 @@ refuse_actor::behavior_type refuser(refuse_actor::pointer) {
   };
 }
 
-vanish_actor::behavior_type vanisher(vanish_actor::pointer self) {
+vanish_actor::behavior_type vanisher(vanish_actor::pointer self, seen_ptr) {
   return {
     [=](const task_call&) -> caf::result<void> {
       // Takes the attempt's promise and ends without delivering it.
@@ -153,8 +154,8 @@ struct fixture : testkit::node_harness {
     task_options limited = once;
     limited.time_limit = 300ms;
     define_task_actor(*tasks, hold, keep(sys.spawn(holder, seen)), limited);
-    define_task_actor(*tasks, refuse, keep(sys.spawn(refuser)), once);
-    define_task_actor(*tasks, vanish, keep(sys.spawn(vanisher)), once);
+    define_task_actor(*tasks, refuse, keep(sys.spawn(refuser, seen)), once);
+    define_task_actor(*tasks, vanish, keep(sys.spawn(vanisher, seen)), once);
   }
 
   ~fixture() {

@@ -181,7 +181,9 @@ CAF_TEST(drain runs the queues with a real node including follow ups) {
   CAF_CHECK_EQUAL(report.scheduled, 1);
   CAF_CHECK_EQUAL(callbacks.load(), 1);
   CAF_CHECK_EQUAL(area.client().get_result<int>(first), 3);
-  CAF_CHECK_EQUAL(area.admin().get_state(first.id)->status, "success");
+  auto state = area.admin().get_state(first.id);
+  CAF_REQUIRE(state.has_value());
+  CAF_CHECK_EQUAL(state->status, "success");
   // Only the queue asked for.
   area.client().enqueue(shout("again"));
   area.client().enqueue(add(0, 0));
