@@ -39,6 +39,31 @@ std::string queue_table(const area& where) {
          storage::quote_identifier(where.prefix + "queue");
 }
 
+db_cost_sample sample_db_costs(storage::connection& conn, const area& where) {
+  // Counters other sessions flushed since this session's last read, not a cached snapshot.
+  conn.exec("SELECT pg_stat_clear_snapshot()");
+  auto res = conn.exec_params(
+    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, "
+    "coalesce(sum(n_tup_ins), 0)::bigint, coalesce(sum(n_tup_upd), 0)::bigint, "
+    "coalesce(sum(n_tup_hot_upd), 0)::bigint, coalesce(sum(n_tup_del), 0)::bigint, "
+    "(SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())::bigint "
+    "FROM pg_stat_user_tables WHERE schemaname = $1",
+    {where.schema}, "bench.costs");
+  return {res.int64(0, 0), res.int64(0, 1), res.int64(0, 2),
+          res.int64(0, 3), res.int64(0, 4), res.int64(0, 5)};
+}
+
+void db_costs_into(scenario_result& r, const db_cost_sample& a, const db_cost_sample& b,
+                   std::int64_t n) {
+  auto per = [n](std::int64_t x) { return static_cast<double>(x) / static_cast<double>(n); };
+  r.set("wal_bytes_per_message", per(b.wal_bytes - a.wal_bytes));
+  r.set("row_inserts_per_message", per(b.inserts - a.inserts));
+  r.set("row_updates_per_message", per(b.updates - a.updates));
+  r.set("row_hot_updates_per_message", per(b.hot_updates - a.hot_updates));
+  r.set("row_deletes_per_message", per(b.deletes - a.deletes));
+  r.set("commits_per_1000", per(b.commits - a.commits) * 1000.0);
+}
+
 bench_context::bench_context(bench_options options, std::string exe_path)
     : opts_(std::move(options)), exe_(std::move(exe_path)) {}
 

@@ -112,6 +112,7 @@ scenario_result run_burn_down(bench_context& ctx) {
   settle(conn, where);
   reset_peak_rss();
   task_probe probe;
+  auto costs_start = sample_db_costs(conn, where);
   auto t_start = clock_type::now();
   auto cpu_start = sample_cpu();
   cpu_sample cpu_end;
@@ -123,9 +124,12 @@ scenario_result run_burn_down(bench_context& ctx) {
     t_done = clock_type::now();
     cpu_end = sample_cpu();
   });
+  // The node has stopped: its sessions' counters are in.
+  auto costs_end = sample_db_costs(conn, where);
   auto first = clock_type::time_point(std::chrono::nanoseconds(probe.first_start_ns.load()));
   record_drain(r, conn, where, n, first, t_done);
   ctx.burn_down_rate = r.per_second;
+  db_costs_into(r, costs_start, costs_end, n);
   r.set("timed", "first task start to the last message recorded done in the database");
   r.set("startup_ms", ms_between(t_start, first));
   r.set("seconds_incl_startup", ms_between(t_start, t_done) / 1000.0);
@@ -146,6 +150,7 @@ scenario_result run_mixed(bench_context& ctx) {
   task_probe probe;
   clock_type::time_point t0, t_published, t_done;
   cpu_sample cpu_start, cpu_end;
+  auto costs_start = sample_db_costs(conn, where);
   ctx.with_node(where, probe, [&] {
     client producer({ctx.options().dsn, where, "troupe-bench-producer"});
     auto batches = noop_batches(n, batch_size);
@@ -163,7 +168,9 @@ scenario_result run_mixed(bench_context& ctx) {
     t_done = clock_type::now();
     cpu_end = sample_cpu();
   });
+  auto costs_end = sample_db_costs(conn, where); // the node has stopped
   record_drain(r, conn, where, n, t0, t_done);
+  db_costs_into(r, costs_start, costs_end, n);
   r.set("timed", "first publish to the last message recorded done in the database");
   r.set("batch_size", batch_size);
   r.set("producer_per_second", static_cast<double>(n) * 1000.0 / ms_between(t0, t_published));
