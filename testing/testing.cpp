@@ -248,9 +248,9 @@ std::vector<enqueued_message> select_messages(const test_area& area, const enque
     m.task = res.text(r, 2);
     m.args_json = res.text(r, 3);
     m.options_json = res.text(r, 4);
-    m.priority = std::stoi(std::string(res.text(r, 5)));
+    m.priority = static_cast<std::int32_t>(res.int64(r, 5));
     m.state = res.text(r, 6);
-    m.runs_in_ms = std::stoll(std::string(res.text(r, 7)));
+    m.runs_in_ms = res.int64(r, 7);
     out.push_back(std::move(m));
   }
   return out;
@@ -352,7 +352,7 @@ drain_report drain(test_area& area, std::shared_ptr<const task_registry> tasks,
                     "'running' OR (state = 'queued' AND ($2::boolean OR eta <= now())))",
                     table),
         {queue_list, options.with_scheduled ? "true" : "false"}, "testing.drain.left");
-      if (std::string(left.text(0, 0)) == "0")
+      if (left.int64(0, 0) == 0)
         break;
       if (options.with_scheduled)
         conn.exec_params(fmt::format("UPDATE {} SET eta = now() WHERE queue_name = ANY "
@@ -382,10 +382,10 @@ drain_report drain(test_area& area, std::shared_ptr<const task_registry> tasks,
                 "state = 'queued') FROM {} WHERE queue_name = ANY ($1::text[])",
                 table),
     {queue_list}, "testing.drain.report");
-  report.done = std::stoll(std::string(res.text(0, 0)));
-  report.failed = std::stoll(std::string(res.text(0, 1)));
-  report.cancelled = std::stoll(std::string(res.text(0, 2)));
-  report.scheduled = std::stoll(std::string(res.text(0, 3)));
+  report.done = res.int64(0, 0);
+  report.failed = res.int64(0, 1);
+  report.cancelled = res.int64(0, 2);
+  report.scheduled = res.int64(0, 3);
   return report;
 }
 

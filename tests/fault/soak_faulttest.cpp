@@ -86,7 +86,7 @@ CAF_TEST(a million messages leave the resident set of a node flat) {
         fmt::format("SELECT count(*) FROM {} WHERE state = 'queued'", area.queue_table());
       while (published < total && !give_up) {
         // A backlog of at most max_backlog: the node runs at a steady state, as in service.
-        while (std::stoll(std::string(conn.exec(queued).text(0, 0))) + 1000 > max_backlog)
+        while (conn.exec(queued).int64(0, 0) + 1000 > max_backlog)
           std::this_thread::sleep_for(50ms);
         auto n = std::min<std::int64_t>(1000, total - published);
         std::vector<message> batch;
