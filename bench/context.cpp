@@ -12,7 +12,12 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace troupe::bench {
@@ -39,29 +44,133 @@ std::string queue_table(const area& where) {
          storage::quote_identifier(where.prefix + "queue");
 }
 
+namespace {
+
+// utime + stime (and, with `children`, cutime + cstime) of process `pid` from /proc, in clock
+// ticks, and its parent's PID; false when it cannot be read.
+bool proc_ticks(long pid, bool children, long& ppid, std::int64_t& ticks) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line))
+    return false;
+  auto close = line.rfind(')');
+  if (close == std::string::npos)
+    return false;
+  std::istringstream fields(line.substr(close + 2));
+  std::vector<std::string> f;
+  for (std::string x; fields >> x && f.size() < 15;)
+    f.push_back(x);
+  if (f.size() < 15)
+    return false;
+  // After the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
+  ppid = std::stol(f[1]);
+  ticks = std::stoll(f[11]) + std::stoll(f[12]);
+  if (children)
+    ticks += std::stoll(f[13]) + std::stoll(f[14]);
+  return true;
+}
+
+// CPU seconds the server has used so far: its postmaster (with every child it reaped) and its
+// live children. Empty when the server is not on this machine or its files cannot be read.
+std::optional<double> server_cpu_seconds(storage::connection& conn) {
+  std::string dir;
+  try {
+    dir = conn.exec("SELECT current_setting('data_directory')").text(0, 0);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::ifstream pid_file(dir + "/postmaster.pid");
+  long postmaster = 0;
+  if (!(pid_file >> postmaster) || postmaster <= 0)
+    return std::nullopt;
+  long ppid = 0;
+  std::int64_t total = 0;
+  if (!proc_ticks(postmaster, true, ppid, total))
+    return std::nullopt;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::int64_t ticks = 0;
+    if (proc_ticks(std::stol(name), false, ppid, ticks) && ppid == postmaster)
+      total += ticks;
+  }
+  return static_cast<double>(total) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+} // namespace
+
 db_cost_sample sample_db_costs(storage::connection& conn, const area& where) {
+  // The window's WAL is read once it ended (db_costs_into): a temporary replication slot of
+  // this session keeps the server from recycling it meanwhile (a checkpoint would). Without
+  // the right to create one, the figures read from the WAL may be missing.
+  try {
+    conn.exec("SELECT pg_create_physical_replication_slot('troupe_bench_' || pg_backend_pid(), "
+              "true, true) WHERE NOT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name "
+              "= 'troupe_bench_' || pg_backend_pid())");
+  } catch (const std::exception&) {
+  }
   // Counters other sessions flushed since this session's last read, not a cached snapshot.
   conn.exec("SELECT pg_stat_clear_snapshot()");
   auto res = conn.exec_params(
     "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, "
     "coalesce(sum(n_tup_ins), 0)::bigint, coalesce(sum(n_tup_upd), 0)::bigint, "
     "coalesce(sum(n_tup_hot_upd), 0)::bigint, coalesce(sum(n_tup_del), 0)::bigint, "
-    "(SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())::bigint "
+    "(SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())::bigint, "
+    "pg_current_wal_lsn()::text "
     "FROM pg_stat_user_tables WHERE schemaname = $1",
     {where.schema}, "bench.costs");
-  return {res.int64(0, 0), res.int64(0, 1), res.int64(0, 2),
-          res.int64(0, 3), res.int64(0, 4), res.int64(0, 5)};
+  db_cost_sample s{res.int64(0, 0), std::string(res.text(0, 6)),
+                   res.int64(0, 1), res.int64(0, 2),
+                   res.int64(0, 3), res.int64(0, 4),
+                   res.int64(0, 5), std::nullopt};
+  s.server_cpu_s = server_cpu_seconds(conn);
+  return s;
 }
 
-void db_costs_into(scenario_result& r, const db_cost_sample& a, const db_cost_sample& b,
-                   std::int64_t n) {
-  auto per = [n](std::int64_t x) { return static_cast<double>(x) / static_cast<double>(n); };
-  r.set("wal_bytes_per_message", per(b.wal_bytes - a.wal_bytes));
-  r.set("row_inserts_per_message", per(b.inserts - a.inserts));
-  r.set("row_updates_per_message", per(b.updates - a.updates));
-  r.set("row_hot_updates_per_message", per(b.hot_updates - a.hot_updates));
-  r.set("row_deletes_per_message", per(b.deletes - a.deletes));
-  r.set("commits_per_1000", per(b.commits - a.commits) * 1000.0);
+void db_costs_into(scenario_result& r, storage::connection& conn, const db_cost_sample& a,
+                   const db_cost_sample& b, std::int64_t n) {
+  auto per = [n](double x) { return x / static_cast<double>(n); };
+  auto per_i = [&per](std::int64_t x) { return per(static_cast<double>(x)); };
+  r.set("wal_bytes_per_message", per_i(b.wal_bytes - a.wal_bytes));
+  r.set("wal_lsn_start", a.wal_lsn);
+  r.set("wal_lsn_end", b.wal_lsn);
+  r.set("row_inserts_per_message", per_i(b.inserts - a.inserts));
+  r.set("row_updates_per_message", per_i(b.updates - a.updates));
+  r.set("row_hot_updates_per_message", per_i(b.hot_updates - a.hot_updates));
+  r.set("row_deletes_per_message", per_i(b.deletes - a.deletes));
+  r.set("row_versions_per_message",
+        per_i(b.inserts - a.inserts + b.updates - a.updates + b.deletes - a.deletes));
+  r.set("commits_per_1000", per_i(b.commits - a.commits) * 1000.0);
+  if (a.server_cpu_s && b.server_cpu_s)
+    r.set("server_cpu_ms_per_1000", per(*b.server_cpu_s - *a.server_cpu_s) * 1e6);
+  // What the WAL of the window holds, by record kind: B-tree leaf insertions are the index
+  // entries written. pg_walinspect reads the server's WAL files; without it (not installed,
+  // or no right to create it) these figures are left out.
+  try {
+    conn.exec("SET client_min_messages = warning");
+    conn.exec("CREATE EXTENSION IF NOT EXISTS pg_walinspect");
+    auto w = conn.exec_params(
+      "SELECT coalesce(sum(count) FILTER (WHERE \"resource_manager/record_type\" IN "
+      "('Btree/INSERT_LEAF', 'Btree/INSERT_POST', 'Btree/SPLIT_L', 'Btree/SPLIT_R')), 0)::bigint, "
+      "coalesce(sum(fpi_size), 0)::bigint, "
+      "coalesce(string_agg(\"resource_manager/record_type\" || ' ' || "
+      "round(combined_size::numeric / $3)::text, ', ' ORDER BY combined_size DESC) "
+      "FILTER (WHERE combined_size::numeric / $3 >= 5), '') "
+      "FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true)",
+      {a.wal_lsn, b.wal_lsn, std::to_string(n)}, "bench.wal_stats");
+    r.set("index_entries_per_message", per_i(w.int64(0, 0)));
+    r.set("wal_fpi_bytes_per_message", per_i(w.int64(0, 1)));
+    r.set("wal_bytes_per_message_by_record", w.text(0, 2));
+  } catch (const std::exception& e) {
+    r.set("wal_stats_unavailable", std::string(e.what()));
+  }
+  try {
+    conn.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+              "WHERE slot_name = 'troupe_bench_' || pg_backend_pid()");
+  } catch (const std::exception&) {
+  }
 }
 
 bench_context::bench_context(bench_options options, std::string exe_path)

@@ -72,6 +72,8 @@ scenario_result run_enqueue_batch(bench_context& ctx) {
   std::vector<int> counts{1, 2, 4};
   double best = 0;
   int best_producers = 0;
+  auto conn = ctx.connect("troupe-bench");
+  std::vector<std::pair<std::string, std::string>> best_costs;
   for (int producers : counts) {
     auto where = ctx.fresh_area(r.scenario);
     std::vector<std::unique_ptr<client>> clients;
@@ -83,7 +85,8 @@ scenario_result run_enqueue_batch(bench_context& ctx) {
     auto batches = noop_batches(n, batch_size);
     // Each count starts after a checkpoint, as each of the limit's runs does (bench/compare):
     // no count pays for the WAL of the one before it.
-    ctx.connect("troupe-bench").exec("CHECKPOINT");
+    conn.exec("CHECKPOINT");
+    auto costs_start = sample_db_costs(conn, where);
     std::vector<std::vector<double>> latencies(static_cast<std::size_t>(producers));
     std::atomic<std::size_t> next{0};
     std::atomic<std::int64_t> sent{0};
@@ -106,6 +109,10 @@ scenario_result run_enqueue_batch(bench_context& ctx) {
     for (auto& t : threads)
       t.join();
     bar.finish();
+    clients.clear(); // their sessions end: their counters are in
+    // Read now: the next count's checkpoint lets the server recycle this count's WAL.
+    scenario_result costs{r.scenario};
+    db_costs_into(costs, conn, costs_start, sample_db_costs(conn, where), n);
     std::vector<double> all;
     for (auto& l : latencies)
       all.insert(all.end(), l.begin(), l.end());
@@ -118,8 +125,10 @@ scenario_result run_enqueue_batch(bench_context& ctx) {
       r = std::move(one);
       r.settings = std::move(settings);
       best_producers = producers;
+      best_costs = std::move(costs.settings);
     }
   }
+  r.settings.insert(r.settings.end(), best_costs.begin(), best_costs.end());
   r.set("producers", best_producers);
   r.set("batch_size", batch_size);
   r.set("method", "client::enqueue_many, one transaction per batch (a binary COPY); best of "

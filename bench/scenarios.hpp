@@ -49,21 +49,26 @@ struct bench_options {
 };
 
 /// The database's own counters of what a window cost: WAL written (the whole cluster), row
-/// versions written in the area's tables (pg_stat_user_tables), and commits in the database.
-/// Sessions report their table counters about once a second and when they end, so the sample
-/// after a window is taken once the node has stopped.
+/// versions written in the area's tables (pg_stat_user_tables), commits in the database, and
+/// the CPU time of the server's processes (when the server runs on this machine and its data
+/// directory can be read). Sessions report their table counters about once a second and when
+/// they end, so the sample after a window is taken once the node has stopped.
 struct db_cost_sample {
   std::int64_t wal_bytes = 0;
+  std::string wal_lsn;
   std::int64_t inserts = 0;
   std::int64_t updates = 0;
   std::int64_t hot_updates = 0;
   std::int64_t deletes = 0;
   std::int64_t commits = 0;
+  std::optional<double> server_cpu_s;
 };
 db_cost_sample sample_db_costs(storage::connection& conn, const area& where);
-/// Per message (`n` of them): WAL bytes, row versions by kind, commits per 1,000.
-void db_costs_into(scenario_result& r, const db_cost_sample& a, const db_cost_sample& b,
-                   std::int64_t n);
+/// Per message (`n` of them): WAL bytes (with the full-page images among them), row versions by
+/// kind, index entries (B-tree leaf insertions in the WAL, through pg_walinspect when it can be
+/// created), commits per 1,000, and the server's CPU per 1,000.
+void db_costs_into(scenario_result& r, storage::connection& conn, const db_cost_sample& a,
+                   const db_cost_sample& b, std::int64_t n);
 
 /// What the no-op task records while a node runs it (shared by the task and the scenario).
 struct task_probe {
