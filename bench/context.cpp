@@ -111,14 +111,17 @@ db_cost_sample sample_db_costs(storage::connection& conn, const area& where) {
               "= 'troupe_bench_' || pg_backend_pid())");
   } catch (const std::exception&) {
   }
+  // A commit of this session's own flushes the WAL up to here (claims commit without waiting
+  // for the flush): the window's WAL can then be read up to the flushed position.
+  conn.exec("SELECT txid_current()");
   // Counters other sessions flushed since this session's last read, not a cached snapshot.
   conn.exec("SELECT pg_stat_clear_snapshot()");
   auto res = conn.exec_params(
-    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, "
+    "SELECT pg_wal_lsn_diff(pg_current_wal_flush_lsn(), '0/0')::bigint, "
     "coalesce(sum(n_tup_ins), 0)::bigint, coalesce(sum(n_tup_upd), 0)::bigint, "
     "coalesce(sum(n_tup_hot_upd), 0)::bigint, coalesce(sum(n_tup_del), 0)::bigint, "
     "(SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())::bigint, "
-    "pg_current_wal_lsn()::text "
+    "pg_current_wal_flush_lsn()::text "
     "FROM pg_stat_user_tables WHERE schemaname = $1",
     {where.schema}, "bench.costs");
   db_cost_sample s{res.int64(0, 0), std::string(res.text(0, 6)),
