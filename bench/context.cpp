@@ -101,6 +101,15 @@ std::optional<double> server_cpu_seconds(storage::connection& conn) {
 
 } // namespace
 
+void wait_sessions_ended(storage::connection& conn) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (conn.exec("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                   "AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
+             .int64(0, 0) > 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
 db_cost_sample sample_db_costs(storage::connection& conn, const area& where) {
   // The window's WAL is read once it ended (db_costs_into): a temporary replication slot of
   // this session keeps the server from recycling it meanwhile (a checkpoint would). Without
@@ -117,12 +126,13 @@ db_cost_sample sample_db_costs(storage::connection& conn, const area& where) {
   // Counters other sessions flushed since this session's last read, not a cached snapshot.
   conn.exec("SELECT pg_stat_clear_snapshot()");
   auto res = conn.exec_params(
-    "SELECT pg_wal_lsn_diff(pg_current_wal_flush_lsn(), '0/0')::bigint, "
+    "SELECT pg_wal_lsn_diff(w.lsn, '0/0')::bigint, "
     "coalesce(sum(n_tup_ins), 0)::bigint, coalesce(sum(n_tup_upd), 0)::bigint, "
     "coalesce(sum(n_tup_hot_upd), 0)::bigint, coalesce(sum(n_tup_del), 0)::bigint, "
     "(SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())::bigint, "
-    "pg_current_wal_flush_lsn()::text "
-    "FROM pg_stat_user_tables WHERE schemaname = $1",
+    "w.lsn::text "
+    "FROM (SELECT pg_current_wal_flush_lsn() AS lsn) w "
+    "LEFT JOIN pg_stat_user_tables t ON t.schemaname = $1 GROUP BY w.lsn",
     {where.schema}, "bench.costs");
   db_cost_sample s{res.int64(0, 0), std::string(res.text(0, 6)),
                    res.int64(0, 1), res.int64(0, 2),

@@ -124,7 +124,8 @@ scenario_result run_burn_down(bench_context& ctx) {
     t_done = clock_type::now();
     cpu_end = sample_cpu();
   });
-  // The node has stopped: its sessions' counters are in.
+  // The node has stopped; its sessions' counters are in once they ended.
+  wait_sessions_ended(conn);
   auto costs_end = sample_db_costs(conn, where);
   auto first = clock_type::time_point(std::chrono::nanoseconds(probe.first_start_ns.load()));
   record_drain(r, conn, where, n, first, t_done);
@@ -179,7 +180,8 @@ scenario_result run_mixed(bench_context& ctx) {
     t_done = clock_type::now();
     cpu_end = sample_cpu();
   });
-  auto costs_end = sample_db_costs(conn, where); // the node has stopped
+  wait_sessions_ended(conn); // the node has stopped: its sessions' counters come as they end
+  auto costs_end = sample_db_costs(conn, where);
   record_drain(r, conn, where, n, t0, t_done);
   db_costs_into(r, conn, costs_start, costs_end, n);
   r.set("timed", "first publish to the last message recorded done in the database");

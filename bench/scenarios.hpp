@@ -64,6 +64,9 @@ struct db_cost_sample {
   std::optional<double> server_cpu_s;
 };
 db_cost_sample sample_db_costs(storage::connection& conn, const area& where);
+/// Waits (at most 10 s) until `conn`'s session is the only client session of its database: a
+/// session reports its last table counters as it ends, after its client closed it.
+void wait_sessions_ended(storage::connection& conn);
 /// Per message (`n` of them): WAL bytes (with the full-page images among them), row versions by
 /// kind, index entries (B-tree leaf insertions in the WAL, through pg_walinspect when it can be
 /// created), commits per 1,000, and the server's CPU per 1,000.
