@@ -147,6 +147,10 @@ public:
   /// Finished executors claim again only while it is set, so a node keeping up with its
   /// producer asks once per notification instead of once each time its executors run dry.
   bool maybe_more() const noexcept { return maybe_more_; }
+  /// A probe found nothing due later: a row that came due between the last claim and the
+  /// probe is ready now, and only a claim finds it. Unlike something_changed(), the eta stays
+  /// known, so the claim that follows (empty or not) is not followed by another probe.
+  void may_have_come_due() noexcept { maybe_more_ = true; }
 
   // -- when the next delayed message is due ----------------------------------------------
 

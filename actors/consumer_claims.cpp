@@ -38,6 +38,13 @@ void maybe_probe_eta(consumer_ptr self) {
         self->state.claims.end_probe();
         self->state.claims.probe_succeeded();
         on_eta(self, generation, next_eta_ms);
+        if (next_eta_ms < 0 && !self->state.stopping) {
+          // Nothing is due later. A delayed message that came due after the last claim looked
+          // and before this probe is not "later" either: it is ready, and without a claim now
+          // it would wait for the poll.
+          self->state.claims.may_have_come_due();
+          maybe_claim(self);
+        }
         maybe_probe_eta(self); // a wake during the probe may have made it stale again
       },
       [=](caf::error& err) {

@@ -211,6 +211,14 @@ CAF_TEST(the eta is probed only after a short claim and only when it may be stal
   t.end_probe();
   t.eta_known(g);
   CAF_CHECK(!t.should_probe());
+  // The probe found nothing due later: one more claim, and no probe after it.
+  t.may_have_come_due();
+  CAF_CHECK(t.maybe_more());
+  CAF_CHECK_EQUAL(t.generation(), g);
+  c = t.begin(4);
+  t.succeeded(0);
+  CAF_CHECK(!t.maybe_more());
+  CAF_CHECK(!t.should_probe());
 }
 
 CAF_TEST(a settled retry means its row is queued again) {
