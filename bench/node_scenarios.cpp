@@ -133,12 +133,10 @@ scenario_result run_burn_down(bench_context& ctx) {
   // The drain on the server's clock, from the first claim (the start written by the claim that
   // started the first message: its transaction's time) to the last completion (the time of the
   // statement that wrote it): neither the node's start-up nor this process's polling counts.
-  auto server_s = conn
-                    .exec("SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 "
-                          "FROM " +
-                          queue_table(where))
-                    .text(0, 0);
-  r.seconds = std::stod(std::string(server_s));
+  auto span = conn.exec("SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 "
+                        "FROM " +
+                        queue_table(where));
+  r.seconds = std::stod(std::string(span.text(0, 0))); // the text lives in `span`
   r.per_second = static_cast<double>(n) / *r.seconds;
   ctx.burn_down_rate = r.per_second;
   db_costs_into(r, conn, costs_start, costs_end, n);
